@@ -1,0 +1,1 @@
+"""torchstack easyblocks, installed as package data; EasyBuild skips this file."""

@@ -1,0 +1,1 @@
+"""Jinja2 templates of torchstack, installed as package data."""

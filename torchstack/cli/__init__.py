@@ -1,0 +1,65 @@
+"""The `torchstack` command: one small module a subcommand, `main(argv)` callable from tests."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+
+from torchstack import __version__
+from torchstack.errors import TorchstackError
+
+PROG = "torchstack"
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with usage errors as one `torchstack: error: ...` line and exit 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        sys.stderr.write(f"{PROG}: error: {message}\n")
+        raise SystemExit(EXIT_USAGE)
+
+
+def _subcommands() -> list[ModuleType]:
+    from torchstack.cli import check, easyblocks_path, fingerprint, hooks_path
+
+    return [fingerprint, check, easyblocks_path, hooks_path]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=PROG, description="PyTorch software stacks for EasyBuild and Lmod.")
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log each decision")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    commands.required = True
+    for module in _subcommands():
+        sub = commands.add_parser(module.NAME, help=module.HELP, description=module.HELP)
+        module.configure_parser(sub)
+        sub.set_defaults(execute=module.execute)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one subcommand; bad input is one line on stderr and exit code 2."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING,
+        format=f"{PROG}: %(name)s: %(message)s",
+    )
+    try:
+        return int(args.execute(args))
+    except TorchstackError as exc:
+        sys.stderr.write(f"{PROG}: error: {exc}\n")
+        return EXIT_USAGE
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        sys.stderr.write(f"{PROG}: error: {where}{exc.strerror or exc}\n")
+        return EXIT_USAGE
+
+
+def run() -> None:
+    """Console-script entry point."""
+    sys.exit(main())

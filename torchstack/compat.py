@@ -1,0 +1,137 @@
+"""Whether a provider (a torch build) satisfies a consumer, with the reasons either way.
+
+The rules of DESIGN.md, one function a rule, each returning the reasons it refuses:
+- python: the provider's version satisfies the consumer's Requires-Dist on torch.
+- stable: additionally the provider is at least the release the consumer was built
+  against, and CUDA flavour and major match where the consumer has CUDA code.
+- cxx: same release (local tag aside), same C++ ABI, same CUDA flavour and major.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from torchstack.errors import TorchstackError
+from torchstack.fingerprint import Fingerprint, runtime_flavour
+
+Rule = Callable[[Fingerprint, Fingerprint], "str | None"]
+
+
+class CompatError(TorchstackError):
+    """Two fingerprints that cannot be compared (wrong roles, unreadable versions)."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The answer for one provider and one consumer: every refusal reason, or why it fits."""
+
+    compatible: bool
+    reasons: tuple[str, ...]
+
+    def line(self) -> str:
+        word = "compatible" if self.compatible else "incompatible"
+        return f"{word}: {'; '.join(self.reasons)}"
+
+
+def check(provider: Fingerprint, consumer: Fingerprint) -> Verdict:
+    """Apply the rules of the consumer's link class; collect every reason it fails."""
+    if provider.role != "provider":
+        raise CompatError(f"{_who(provider)} is a consumer, not a torch provider")
+    if consumer.role != "consumer":
+        raise CompatError(f"{_who(consumer)} is a torch provider, not a consumer")
+    rules = RULES[consumer.link or "python"]
+    reasons = [r for r in (rule(provider, consumer) for rule in rules) if r is not None]
+    if reasons:
+        return Verdict(False, tuple(reasons))
+    return Verdict(True, (_why_compatible(provider, consumer),))
+
+
+def satisfies_requirement(provider: Fingerprint, consumer: Fingerprint) -> str | None:
+    if not consumer.requires_torch:
+        return None
+    try:
+        ok = SpecifierSet(consumer.requires_torch).contains(provider.version, prereleases=True)
+    except (InvalidSpecifier, InvalidVersion) as exc:
+        raise CompatError(f"cannot compare {provider.version!r} with "
+                          f"{consumer.requires_torch!r}: {exc}") from exc
+    if ok:
+        return None
+    return f"{_who(consumer)} requires torch{consumer.requires_torch}, not {_who(provider)}"
+
+
+def not_older(provider: Fingerprint, consumer: Fingerprint) -> str | None:
+    built = consumer.torch.release
+    if built is None or _version(provider.torch.release) >= _version(built):
+        return None
+    return (f"{_who(consumer)} uses the stable ABI of torch {built}, "
+            f"newer than {_who(provider)}")
+
+
+def same_release(provider: Fingerprint, consumer: Fingerprint) -> str | None:
+    built = consumer.torch.release
+    if built is None:
+        return (f"{_who(consumer)} links libtorch's C++ API but the torch release it was "
+                "built against is unknown")
+    if _version(provider.torch.release) == _version(built):
+        return None
+    return f"{_who(consumer)} was built against torch {built}, not {provider.torch.release}"
+
+
+def same_abi(provider: Fingerprint, consumer: Fingerprint) -> str | None:
+    wanted, have = consumer.torch.cxx11_abi, provider.torch.cxx11_abi
+    if wanted is None or have is None or wanted == have:
+        return None
+    return (f"{_who(consumer)} uses the {_abi_name(wanted)} C++ ABI, "
+            f"{_who(provider)} the {_abi_name(have)} one")
+
+
+def same_flavour(provider: Fingerprint, consumer: Fingerprint) -> str | None:
+    wanted = runtime_flavour(consumer.torch, consumer.cuda_major)
+    have = provider.torch.flavour
+    if wanted == have:
+        return None
+    if have == "cpu" and "libtorch_cuda.so" in consumer.torch_libraries:
+        return f"{_who(consumer)} links libtorch_cuda.so ({wanted}), {_who(provider)} is CPU-only"
+    return f"{_who(consumer)} needs a {wanted} torch, {_who(provider)} is {have}"
+
+
+def same_flavour_if_gpu_code(provider: Fingerprint, consumer: Fingerprint) -> str | None:
+    if runtime_flavour(consumer.torch, consumer.cuda_major) == "cpu":
+        return None
+    return same_flavour(provider, consumer)
+
+
+RULES: dict[str, tuple[Rule, ...]] = {
+    "python": (satisfies_requirement,),
+    "stable": (satisfies_requirement, not_older, same_flavour_if_gpu_code),
+    "cxx": (satisfies_requirement, same_release, same_abi, same_flavour),
+}
+
+
+def _why_compatible(provider: Fingerprint, consumer: Fingerprint) -> str:
+    requirement = f"torch{consumer.requires_torch}" if consumer.requires_torch else "any torch"
+    if consumer.link == "cxx":
+        return f"{_who(consumer)} links libtorch {consumer.abi_tag}, {_who(provider)} matches it"
+    if consumer.link == "stable":
+        return (f"{_who(consumer)} uses only the stable ABI of torch {consumer.torch.release} "
+                f"and needs {requirement}; {_who(provider)} ({provider.abi_tag}) satisfies it")
+    return f"{_who(consumer)} only imports torch and needs {requirement}; {_who(provider)} fits"
+
+
+def _who(fingerprint: Fingerprint) -> str:
+    return f"{fingerprint.name} {fingerprint.version}"
+
+
+def _abi_name(cxx11: bool) -> str:
+    return "C++11" if cxx11 else "pre-C++11"
+
+
+def _version(text: str | None) -> Version:
+    try:
+        return Version(text or "")
+    except InvalidVersion as exc:
+        raise CompatError(f"invalid torch release {text!r}") from exc

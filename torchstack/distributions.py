@@ -1,0 +1,219 @@
+"""Python distributions found in a wheel file, a site-packages folder or an install prefix.
+
+A `Distribution` gives a name, a version, its Requires-Dist lines and access to its files,
+whether they lie in a folder (memory-mapped) or in a wheel's zip (read member by member).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import logging
+import os
+import shutil
+import tempfile
+import zipfile
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
+from email.parser import HeaderParser
+from pathlib import Path
+from typing import Protocol
+
+from packaging.utils import canonicalize_name
+
+from torchstack.elf import Stream, map_file
+from torchstack.errors import TorchstackError
+
+log = logging.getLogger(__name__)
+
+# Wheel members larger than this are spooled to a temporary file instead of held in memory.
+_IN_MEMORY_LIMIT = 64 * 1024 * 1024
+_SITE_PACKAGES_GLOBS = ("lib*/python*/site-packages", "local/lib*/python*/site-packages")
+
+
+class DistributionError(TorchstackError):
+    """A path that holds no Python distribution, or one that cannot be read."""
+
+
+class Files(Protocol):
+    """Read access to the files of one site-packages folder or one wheel."""
+
+    label: str
+
+    def exists(self, relpath: str) -> bool: ...
+
+    def read_text(self, relpath: str) -> str: ...
+
+    def open_binary(self, relpath: str) -> AbstractContextManager[Stream]: ...
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """One installed or packed distribution: its core metadata and its files."""
+
+    name: str
+    version: str
+    requires_dist: tuple[str, ...]
+    files: Files = field(repr=False, compare=False)
+    lister: Callable[[], tuple[str, ...]] = field(repr=False, compare=False)
+
+    @property
+    def key(self) -> str:
+        return canonicalize_name(self.name)
+
+    def listing(self) -> tuple[str, ...]:
+        """Paths of the distribution's files, read on demand (torch's RECORD is 1 MB)."""
+        return self.lister()
+
+    def describe(self, relpath: str) -> str:
+        return f"{self.files.label}/{relpath}"
+
+
+class TreeFiles:
+    """Files below a site-packages folder."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.label = str(root)
+
+    def exists(self, relpath: str) -> bool:
+        return (self.root / relpath).is_file()
+
+    def read_text(self, relpath: str) -> str:
+        return (self.root / relpath).read_text(encoding="utf-8", errors="replace")
+
+    @contextmanager
+    def open_binary(self, relpath: str) -> Iterator[Stream]:
+        with map_file(self.root / relpath) as mapped:
+            yield mapped
+
+
+class WheelFiles:
+    """Members of a wheel's zip archive, read without extracting the wheel."""
+
+    def __init__(self, archive: zipfile.ZipFile, label: str) -> None:
+        self.archive = archive
+        self.label = label
+        self._names = frozenset(archive.namelist())
+
+    def exists(self, relpath: str) -> bool:
+        return relpath in self._names
+
+    def read_text(self, relpath: str) -> str:
+        return _read_member(self.archive, relpath, self.label).decode("utf-8", "replace")
+
+    @contextmanager
+    def open_binary(self, relpath: str) -> Iterator[Stream]:
+        info = self.archive.getinfo(relpath)
+        if info.file_size <= _IN_MEMORY_LIMIT:
+            yield io.BytesIO(_read_member(self.archive, relpath, self.label))
+            return
+        with tempfile.TemporaryFile() as spool:
+            with self.archive.open(info) as member:
+                shutil.copyfileobj(member, spool, 1024 * 1024)
+            yield spool  # type: ignore[misc]
+
+
+def _read_member(archive: zipfile.ZipFile, relpath: str, label: str) -> bytes:
+    try:
+        return archive.read(relpath)
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError) as exc:
+        raise DistributionError(f"{label!r}: cannot read member {relpath!r}: {exc}") from exc
+
+
+def _parse_metadata(text: str) -> tuple[str, str, tuple[str, ...]]:
+    headers = HeaderParser().parsestr(text)
+    name, version = headers.get("Name"), headers.get("Version")
+    if not name or not version:
+        raise ValueError("no Name or Version")
+    return str(name), str(version), tuple(str(r) for r in headers.get_all("Requires-Dist") or ())
+
+
+@contextmanager
+def open_wheel(path: Path) -> Iterator[Distribution]:
+    """The distribution packed in a wheel file; the zip stays open inside the context."""
+    try:
+        archive = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+        raise DistributionError(f"{str(path)!r} is not a readable wheel: {exc}") from exc
+    with archive:
+        files = WheelFiles(archive, str(path))
+        names = tuple(archive.namelist())
+        metadata = [n for n in names if n.count("/") == 1 and n.endswith(".dist-info/METADATA")]
+        if len(metadata) != 1:
+            raise DistributionError(f"{str(path)!r} has no single .dist-info/METADATA")
+        try:
+            name, version, requires = _parse_metadata(files.read_text(metadata[0]))
+        except ValueError as exc:
+            raise DistributionError(f"{metadata[0]!r} in {str(path)!r}: {exc}") from exc
+        yield Distribution(name, version, requires, files, lambda: names)
+
+
+def site_packages_of(path: Path) -> list[Path]:
+    """`path` itself when it holds distributions, else its lib*/python*/site-packages."""
+    if not path.is_dir():
+        raise DistributionError(f"{str(path)!r} is not a folder")
+    if _has_metadata_dirs(path):
+        return [path]
+    found = sorted(p for g in _SITE_PACKAGES_GLOBS for p in path.glob(g) if _has_metadata_dirs(p))
+    if not found:
+        raise DistributionError(f"{str(path)!r} holds no Python distributions (no *.dist-info)")
+    return found
+
+
+def _has_metadata_dirs(folder: Path) -> bool:
+    return any(e.name.endswith((".dist-info", ".egg-info")) for e in os.scandir(folder))
+
+
+def tree_distributions(site_packages: Path) -> list[Distribution]:
+    """Every distribution in a site-packages folder, in name order."""
+    files = TreeFiles(site_packages)
+    found = []
+    for entry in sorted(os.scandir(site_packages), key=lambda e: e.name):
+        if entry.name.endswith((".dist-info", ".egg-info")) and entry.is_dir():
+            dist = _tree_distribution(files, Path(entry.path))
+            if dist is not None:
+                found.append(dist)
+    return found
+
+
+def _tree_distribution(files: TreeFiles, meta_dir: Path) -> Distribution | None:
+    meta_file = meta_dir / ("METADATA" if meta_dir.suffix == ".dist-info" else "PKG-INFO")
+    try:
+        name, version, requires = _parse_metadata(meta_file.read_text("utf-8", "replace"))
+    except (OSError, ValueError) as exc:
+        log.debug("skipping %s: %s", meta_dir, exc)
+        return None
+    return Distribution(
+        name, version, requires, files, lambda: tuple(_record_paths(files.root, meta_dir))
+    )
+
+
+def _record_paths(root: Path, meta_dir: Path) -> Iterator[str]:
+    """Paths relative to site-packages from RECORD, installed-files.txt or top_level.txt."""
+    record = meta_dir / "RECORD"
+    if record.is_file():
+        with open(record, newline="", encoding="utf-8", errors="replace") as fh:
+            for row in csv.reader(fh):
+                if row and not row[0].startswith(".."):
+                    yield row[0]
+        return
+    installed = meta_dir / "installed-files.txt"
+    if installed.is_file():
+        for line in installed.read_text("utf-8", "replace").splitlines():
+            rel = os.path.normpath(os.path.join(meta_dir.name, line.strip()))
+            if line.strip() and not rel.startswith(".."):
+                yield rel
+        return
+    yield from _top_level_paths(root, meta_dir)
+
+
+def _top_level_paths(root: Path, meta_dir: Path) -> Iterator[str]:
+    top_level = meta_dir / "top_level.txt"
+    if not top_level.is_file():
+        return
+    for package in top_level.read_text("utf-8", "replace").split():
+        for dirpath, _, filenames in os.walk(root / package):
+            for filename in filenames:
+                yield os.path.relpath(os.path.join(dirpath, filename), root)

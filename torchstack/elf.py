@@ -1,0 +1,151 @@
+"""Read the dynamic section and dynamic symbols of ELF shared objects through pyelftools.
+
+Only what torchstack decides on is read: DT_NEEDED, DT_RPATH, DT_RUNPATH, DT_SONAME,
+single symbols looked up through the ELF hash table, and the names of undefined symbols.
+Callers pass a seekable binary stream (a memory map of a file, or a wheel member).
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import BinaryIO, Union
+
+from elftools.common.exceptions import ELFError as _PyElfError
+from elftools.elf.dynamic import DynamicSegment
+from elftools.elf.elffile import ELFFile
+from elftools.elf.hash import ELFHashTable, GNUHashTable
+
+from torchstack.errors import TorchstackError
+
+log = logging.getLogger(__name__)
+
+Stream = Union[BinaryIO, mmap.mmap]
+ELF_MAGIC = b"\x7fELF"
+
+
+class ElfError(TorchstackError):
+    """A file that should be an ELF shared object is not one, or is damaged."""
+
+
+@dataclass(frozen=True)
+class DynamicInfo:
+    """The dynamic-section entries that decide how a shared object's libraries resolve."""
+
+    needed: tuple[str, ...]
+    rpath: tuple[str, ...]
+    runpath: tuple[str, ...]
+    soname: str | None
+
+
+@contextmanager
+def map_file(path: str | os.PathLike[str]) -> Iterator[Stream]:
+    """Memory-map a file read-only, so that a 400 MB library costs only the pages read."""
+    with open(path, "rb") as fh:
+        if os.fstat(fh.fileno()).st_size == 0:
+            raise ElfError(f"{os.fspath(path)!r} is empty, not an ELF file")
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            yield mapped
+
+
+def open_elf(stream: Stream, name: str) -> ELFFile:
+    """Parse the ELF header of `stream`; `name` is only used in error messages."""
+    stream.seek(0)
+    if stream.read(4) != ELF_MAGIC:
+        raise ElfError(f"{name!r} is not an ELF file")
+    try:
+        return ELFFile(stream)  # type: ignore[arg-type]  # mmap is a valid stream
+    except (_PyElfError, ValueError, EOFError) as exc:
+        raise ElfError(f"{name!r} is a damaged ELF file: {exc}") from exc
+
+
+def dynamic_segment(elf: ELFFile, name: str) -> DynamicSegment | None:
+    """The PT_DYNAMIC segment, or None for an object without one (static or relocatable)."""
+    try:
+        for segment in elf.iter_segments():
+            if isinstance(segment, DynamicSegment):
+                return segment
+    except (_PyElfError, ValueError, EOFError) as exc:
+        raise ElfError(f"{name!r} is a damaged ELF file: {exc}") from exc
+    return None
+
+
+def read_dynamic(stream: Stream, name: str) -> DynamicInfo:
+    """DT_NEEDED, DT_RPATH, DT_RUNPATH and DT_SONAME of a shared object."""
+    elf = open_elf(stream, name)
+    segment = dynamic_segment(elf, name)
+    if segment is None:
+        return DynamicInfo((), (), (), None)
+    needed: list[str] = []
+    rpath: list[str] = []
+    runpath: list[str] = []
+    soname = None
+    try:
+        for tag in segment.iter_tags():
+            kind = tag.entry.d_tag
+            if kind == "DT_NEEDED":
+                needed.append(tag.needed)
+            elif kind == "DT_RPATH":
+                rpath.extend(p for p in tag.rpath.split(":") if p)
+            elif kind == "DT_RUNPATH":
+                runpath.extend(p for p in tag.runpath.split(":") if p)
+            elif kind == "DT_SONAME":
+                soname = tag.soname
+    except (_PyElfError, ValueError, EOFError, UnicodeDecodeError) as exc:
+        raise ElfError(f"{name!r} has a damaged dynamic section: {exc}") from exc
+    return DynamicInfo(tuple(needed), tuple(rpath), tuple(runpath), soname)
+
+
+def defined_symbols(stream: Stream, name: str, candidates: tuple[str, ...]) -> frozenset[str]:
+    """Which of `candidates` the object defines, looked up in its hash table, not by a scan.
+
+    libtorch_cpu.so has about 74,000 dynamic symbols; a hash lookup reads a handful of pages.
+    """
+    elf = open_elf(stream, name)
+    segment = dynamic_segment(elf, name)
+    if segment is None:
+        return frozenset()
+    table = _hash_table(elf, segment)
+    if table is None:
+        log.debug("%s: no hash table, no symbol looked up", name)
+        return frozenset()
+    found = set()
+    try:
+        for candidate in candidates:
+            symbol = table.get_symbol(candidate)
+            if symbol is not None and symbol["st_shndx"] != "SHN_UNDEF":
+                found.add(candidate)
+    except (_PyElfError, ValueError, EOFError, IndexError) as exc:
+        raise ElfError(f"{name!r} has a damaged symbol hash table: {exc}") from exc
+    log.debug("%s: defines %d of %d looked-up symbols", name, len(found), len(candidates))
+    return frozenset(found)
+
+
+def _hash_table(elf: ELFFile, segment: DynamicSegment) -> GNUHashTable | ELFHashTable | None:
+    _, gnu_offset = segment.get_table_offset("DT_GNU_HASH")
+    if gnu_offset is not None:
+        return GNUHashTable(elf, gnu_offset, segment)
+    _, sysv_offset = segment.get_table_offset("DT_HASH")
+    if sysv_offset is not None:
+        return ELFHashTable(elf, sysv_offset, None, segment)
+    return None
+
+
+def undefined_symbols(stream: Stream, name: str) -> frozenset[str]:
+    """Names of the dynamic symbols the object imports (consumers are small: this scans)."""
+    elf = open_elf(stream, name)
+    section = elf.get_section_by_name(".dynsym")
+    symbols = section.iter_symbols() if section is not None else _segment_symbols(elf, name)
+    try:
+        return frozenset(s.name for s in symbols if s["st_shndx"] == "SHN_UNDEF" and s.name)
+    except (_PyElfError, ValueError, EOFError, UnicodeDecodeError) as exc:
+        raise ElfError(f"{name!r} has a damaged symbol table: {exc}") from exc
+
+
+def _segment_symbols(elf: ELFFile, name: str) -> Iterator[object]:
+    segment = dynamic_segment(elf, name)
+    return iter(()) if segment is None else segment.iter_symbols()

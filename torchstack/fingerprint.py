@@ -1,0 +1,386 @@
+"""The fingerprint of a PyTorch provider or consumer: what libtorch it is or needs.
+
+Read from a wheel file, a site-packages folder or an install prefix, from metadata, from
+`torch/version.py` (parsed, never imported) and from ELF symbols. The JSON form is a
+contract shared with the easyblocks, the hooks and the module guards (DESIGN.md).
+"""
+
+from __future__ import annotations
+
+import ast
+import logging
+import re
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from torchstack import elf, symbols
+from torchstack.distributions import (
+    Distribution,
+    DistributionError,
+    open_wheel,
+    site_packages_of,
+    tree_distributions,
+)
+from torchstack.errors import TorchstackError
+
+log = logging.getLogger(__name__)
+
+SCHEMA = 1
+Role = Literal["provider", "consumer"]
+Link = Literal["cxx", "stable", "python"]
+_LINK_STRENGTH = {"python": 0, "stable": 1, "cxx": 2}
+_VARIANT = re.compile(r"^(?:cpu|xpu|cu(\d+)(\d)|rocm(\d+\.\d+)(?:\.\d+)*)$")
+_SHARED_OBJECT = re.compile(r"\.so(?:\.\d+)*$")
+_TORCH_LIB_DIR = "torch/lib/"
+
+
+class FingerprintError(TorchstackError):
+    """A fingerprint that cannot be read, or a JSON fingerprint that breaks the contract."""
+
+
+@dataclass(frozen=True)
+class TorchFacts:
+    """A torch build: a provider's own, or the one a consumer was built against."""
+
+    release: str | None
+    local: str | None
+    cxx11_abi: bool | None
+    cuda: str | None
+    hip: str | None
+
+    @property
+    def flavour(self) -> str:
+        """cpu, cuN or rocmX.Y: what a binary built against this torch needs at run time."""
+        if self.hip:
+            return "rocm" + ".".join(self.hip.split(".")[:2])
+        if self.cuda:
+            return "cu" + self.cuda.split(".")[0]
+        return "cpu"
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """The contract object of DESIGN.md; `torch_libraries` is an addition for consumers."""
+
+    role: Role
+    name: str
+    version: str
+    torch: TorchFacts
+    link: Link | None
+    requires_torch: str | None
+    cuda_major: int | None
+    abi_tag: str
+    torch_libraries: tuple[str, ...] = field(default=())
+    schema: int = SCHEMA
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["torch_libraries"] = list(self.torch_libraries)
+        order = ("schema", "role", "name", "version", "torch", "link", "requires_torch")
+        return {k: data[k] for k in order} | {k: v for k, v in data.items() if k not in order}
+
+    @classmethod
+    def from_json(cls, data: object) -> Fingerprint:
+        return _from_json(data)
+
+
+def fingerprint_path(path: str | Path) -> Fingerprint:
+    """Fingerprint a .whl file, a site-packages folder or an install prefix."""
+    target = Path(path)
+    try:
+        if target.is_file():
+            if target.suffix != ".whl":
+                raise FingerprintError(
+                    f"{str(target)!r} is not a .whl file, a site-packages folder or a prefix"
+                )
+            with open_wheel(target) as dist:
+                return fingerprint_distributions([dist], str(target))
+        if not target.exists():
+            raise FingerprintError(f"{str(target)!r} does not exist")
+        dists = [d for sp in site_packages_of(target) for d in tree_distributions(sp)]
+        return fingerprint_distributions(dists, str(target))
+    except OSError as exc:
+        raise FingerprintError(f"{str(target)!r}: {exc.strerror or exc}") from exc
+
+
+def fingerprint_distributions(dists: list[Distribution], label: str) -> Fingerprint:
+    """The provider fingerprint if torch is among `dists`, else the strongest consumer's."""
+    for dist in dists:
+        if dist.key == "torch":
+            return provider_fingerprint(dist)
+    consumers = [c for c in (consumer_fingerprint(d) for d in dists) if c is not None]
+    if not consumers:
+        raise FingerprintError(f"{label!r}: no distribution contains torch or depends on it")
+    return max(consumers, key=lambda c: _LINK_STRENGTH[c.link or "python"])
+
+
+# -- providers ---------------------------------------------------------------------------
+
+
+def provider_fingerprint(dist: Distribution) -> Fingerprint:
+    """Fingerprint torch itself: version.py for the release and CUDA, libc10 for the ABI."""
+    if not dist.files.exists("torch/version.py"):
+        raise FingerprintError(f"{dist.describe('torch/version.py')!r} is missing")
+    facts = parse_version_py(dist.files.read_text("torch/version.py"))
+    full_version = _str_fact(facts, "__version__", dist.describe("torch/version.py"))
+    release, local = _split_version(full_version, dist.describe("torch/version.py"))
+    torch = TorchFacts(
+        release=release,
+        local=local,
+        cxx11_abi=_provider_abi(dist),
+        cuda=_optional_str(facts.get("cuda")),
+        hip=_optional_str(facts.get("hip")),
+    )
+    cuda_major = _provider_cuda_major(dist, torch)
+    return Fingerprint(
+        role="provider",
+        name=dist.name,
+        version=full_version,
+        torch=torch,
+        link=None,
+        requires_torch=None,
+        cuda_major=cuda_major,
+        abi_tag=abi_tag("provider", None, torch),
+    )
+
+
+def parse_version_py(text: str) -> dict[str, object]:
+    """Module-level constant assignments of a version.py, without executing it."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError as exc:
+        raise FingerprintError(f"version.py does not parse: {exc}") from exc
+    values: dict[str, object] = {}
+    for node in tree.body:
+        target, value = _assignment(node)
+        if isinstance(target, ast.Name) and isinstance(value, ast.Constant):
+            values[target.id] = value.value
+    return values
+
+
+def _assignment(node: ast.stmt) -> tuple[ast.expr | None, ast.expr | None]:
+    if isinstance(node, ast.Assign) and len(node.targets) == 1:
+        return node.targets[0], node.value
+    if isinstance(node, ast.AnnAssign):
+        return node.target, node.value
+    return None, None
+
+
+def _provider_abi(dist: Distribution) -> bool | None:
+    for library in ("libc10.so", "libtorch_cpu.so"):
+        relpath = _TORCH_LIB_DIR + library
+        if not dist.files.exists(relpath):
+            continue
+        with dist.files.open_binary(relpath) as stream:
+            found = elf.defined_symbols(stream, dist.describe(relpath), symbols.ABI_PROBES)
+        abi = symbols.abi_from_probes(found)
+        log.debug("%s: C++11 ABI %s from %s", dist.name, abi, sorted(found))
+        if abi is not None:
+            return abi
+    return None
+
+
+def _provider_cuda_major(dist: Distribution, torch: TorchFacts) -> int | None:
+    relpath = _TORCH_LIB_DIR + "libc10_cuda.so"
+    if dist.files.exists(relpath):
+        with dist.files.open_binary(relpath) as stream:
+            major = symbols.cuda_major_of(elf.read_dynamic(stream, dist.describe(relpath)).needed)
+        if major is not None:
+            return major
+    return int(torch.cuda.split(".")[0]) if torch.cuda else None
+
+
+# -- consumers ---------------------------------------------------------------------------
+
+
+@dataclass
+class _Evidence:
+    needed: set[str] = field(default_factory=set)
+    cxx_symbols: list[str] = field(default_factory=list)
+    stable_symbols: list[str] = field(default_factory=list)
+    bundled: set[str] = field(default_factory=set)
+
+
+def consumer_fingerprint(dist: Distribution) -> Fingerprint | None:
+    """Fingerprint a distribution that depends on torch; None when it does not."""
+    requirement = torch_requirement(dist)
+    evidence = _scan_binaries(dist)
+    libraries = tuple(symbols.torch_libraries(evidence.needed))
+    if requirement is None and not (libraries or evidence.cxx_symbols or evidence.stable_symbols):
+        return None
+    link: Link = "python"
+    if evidence.cxx_symbols:
+        link = "cxx"
+    elif evidence.stable_symbols:
+        link = "stable"
+    cuda_major = symbols.cuda_major_of(evidence.needed | evidence.bundled)
+    specifier = str(requirement.specifier) if requirement is not None else ""
+    torch = _consumer_torch(dist, link, specifier, evidence, cuda_major)
+    return Fingerprint(
+        role="consumer",
+        name=dist.name,
+        version=dist.version,
+        torch=torch,
+        link=link,
+        requires_torch=specifier,
+        cuda_major=cuda_major,
+        abi_tag=abi_tag("consumer", link, torch, cuda_major),
+        torch_libraries=libraries,
+    )
+
+
+def torch_requirement(dist: Distribution) -> Requirement | None:
+    """The unconditional (no extra) Requires-Dist on torch, None when there is none."""
+    for line in dist.requires_dist:
+        try:
+            requirement = Requirement(line)
+        except InvalidRequirement:
+            log.debug("%s: ignoring unparsable Requires-Dist %r", dist.name, line)
+            continue
+        if requirement.name.lower() == "torch" and "extra" not in str(requirement.marker or ""):
+            log.debug("%s: requires %r", dist.name, line)
+            return requirement
+    return None
+
+
+def _scan_binaries(dist: Distribution) -> _Evidence:
+    evidence = _Evidence()
+    for relpath in _shared_objects(dist):
+        if ".libs/" in relpath:  # auditwheel's vendored copies: names only
+            evidence.bundled.add(relpath.rsplit("/", 1)[-1])
+            continue
+        with dist.files.open_binary(relpath) as stream:
+            label = dist.describe(relpath)
+            evidence.needed.update(elf.read_dynamic(stream, label).needed)
+            undefined = elf.undefined_symbols(stream, label)
+        evidence.cxx_symbols += symbols.torch_cxx_symbols(undefined)
+        evidence.stable_symbols += symbols.stable_shim_symbols(undefined)
+    return evidence
+
+
+def _shared_objects(dist: Distribution) -> Iterator[str]:
+    return (p for p in dist.listing() if _SHARED_OBJECT.search(p) and dist.files.exists(p))
+
+
+def _consumer_torch(
+    dist: Distribution, link: Link, specifier: str, evidence: _Evidence, cuda_major: int | None
+) -> TorchFacts:
+    local = _consumer_variant(dist)
+    match = _VARIANT.match(local or "")
+    cuda = f"{match.group(1)}.{match.group(2)}" if match and match.group(1) else None
+    if cuda is None and cuda_major is not None:
+        cuda = str(cuda_major)
+    return TorchFacts(
+        release=built_against_release(specifier, link),
+        local=local,
+        cxx11_abi=symbols.abi_of_cxx_symbols(evidence.cxx_symbols) if link == "cxx" else None,
+        cuda=cuda,
+        hip=match.group(3) if match and match.group(3) else None,
+    )
+
+
+def built_against_release(specifier: str, link: Link) -> str | None:
+    """The torch release a consumer targets as far as its requirement shows."""
+    for spec in SpecifierSet(specifier):
+        if spec.operator in ("==", "===") and "*" not in spec.version:
+            return spec.version.split("+")[0]
+    if link == "stable":
+        lower = [s.version for s in SpecifierSet(specifier) if s.operator in (">=", "~=")]
+        if lower:
+            return max(lower, key=Version)
+    return None
+
+
+def _consumer_variant(dist: Distribution) -> str | None:
+    """The variant local tag (cpu, cu130, rocm6.4) of a consumer, from its version.py."""
+    relpath = f"{dist.key.replace('-', '_')}/version.py"
+    version = dist.version
+    if dist.files.exists(relpath):
+        value = parse_version_py(dist.files.read_text(relpath)).get("__version__")
+        version = value if isinstance(value, str) else version
+    local = version.partition("+")[2]
+    return local if _VARIANT.match(local) else None
+
+
+# -- tags and JSON -----------------------------------------------------------------------
+
+
+def abi_tag(role: Role, link: Link | None, torch: TorchFacts, cuda_major: int | None = None) -> str:
+    """The short string module guards compare, e.g. torch-2.14.1-cxx11-cu13."""
+    if role == "consumer" and link == "python":
+        return "torch-python"
+    flavour = runtime_flavour(torch, cuda_major)
+    release = torch.release or "unknown"
+    if role == "consumer" and link == "stable":
+        return f"torch-{release}-stable-{flavour}"
+    abi = {True: "cxx11", False: "precxx11", None: "unknownabi"}[torch.cxx11_abi]
+    return f"torch-{release}-{abi}-{flavour}"
+
+
+def runtime_flavour(torch: TorchFacts, cuda_major: int | None) -> str:
+    """The flavour a binary needs: its torch's, or CUDA when its own code links libcudart."""
+    if torch.flavour == "cpu" and cuda_major is not None:
+        return f"cu{cuda_major}"
+    return torch.flavour
+
+
+def _split_version(text: str, where: str) -> tuple[str, str | None]:
+    try:
+        version = Version(text)
+    except InvalidVersion as exc:
+        raise FingerprintError(f"{where!r}: invalid __version__ {text!r}") from exc
+    return version.public, version.local
+
+
+def _str_fact(facts: dict[str, object], key: str, where: str) -> str:
+    value = facts.get(key)
+    if not isinstance(value, str):
+        raise FingerprintError(f"{where!r} has no string {key}")
+    return value
+
+
+def _optional_str(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _from_json(data: object) -> Fingerprint:
+    if not isinstance(data, dict):
+        raise FingerprintError("a fingerprint must be a JSON object")
+    if data.get("schema") != SCHEMA:
+        raise FingerprintError(f"fingerprint schema {data.get('schema')!r} is not {SCHEMA}")
+    try:
+        torch = TorchFacts(**data["torch"])
+        fingerprint = Fingerprint(
+            role=data["role"],
+            name=data["name"],
+            version=data["version"],
+            torch=torch,
+            link=data.get("link"),
+            requires_torch=data.get("requires_torch"),
+            cuda_major=data.get("cuda_major"),
+            abi_tag=data["abi_tag"],
+            torch_libraries=tuple(data.get("torch_libraries") or ()),
+        )
+    except (KeyError, TypeError) as exc:
+        raise FingerprintError(f"fingerprint lacks or mistypes a field: {exc}") from exc
+    if fingerprint.role not in ("provider", "consumer"):
+        raise FingerprintError(f"fingerprint role {fingerprint.role!r} is not provider/consumer")
+    if fingerprint.role == "consumer" and fingerprint.link not in ("cxx", "stable", "python"):
+        raise FingerprintError(f"consumer link {fingerprint.link!r} is not cxx/stable/python")
+    return fingerprint
+
+
+__all__ = [
+    "DistributionError",
+    "Fingerprint",
+    "FingerprintError",
+    "TorchFacts",
+    "abi_tag",
+    "fingerprint_path",
+]

@@ -1,0 +1,78 @@
+"""What libtorch's dynamic symbols say: the C++ ABI, and how a consumer links libtorch.
+
+Pure functions over symbol names and library names; no file access.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+# std::string in the two manglings of GCC's dual ABI (_GLIBCXX_USE_CXX11_ABI=1 / =0).
+_CXX11_STRING = "NSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE"
+_OLD_STRING = "Ss"
+
+# Functions that libc10 has exported for many releases, each taking a std::string, so the
+# mangled name says which ABI the library was built with. Format slots take the string type.
+_C10_SIGNATURES = (
+    "_ZN3c106detail14torchCheckFailEPKcS2_jRK{}",
+    "_ZN3c105ErrorC1ENS_14SourceLocationE{}",
+    "_ZN3c105ErrorC2ENS_14SourceLocationE{}",
+    "_ZN3c1010ValueErrorC1ENS_14SourceLocationE{}",
+)
+CXX11_PROBES = tuple(s.format(_CXX11_STRING) for s in _C10_SIGNATURES)
+PRECXX11_PROBES = tuple(s.format(_OLD_STRING) for s in _C10_SIGNATURES)
+ABI_PROBES = CXX11_PROBES + PRECXX11_PROBES
+
+# Undefined C++ symbols in the namespaces of libtorch (c10::, at::, torch::, caffe2::),
+# including nested names with qualifiers, typeinfo and vtables.
+_TORCH_CXX = re.compile(r"^_Z(?:N[KVRO]*|T[ISV]N|TS)(?:3c10|2at|5torch|6caffe2)\d")
+# The stable C shims: torch/csrc/stable and the AOTInductor C ABI.
+_STABLE_SHIM = re.compile(r"^(?:aoti_torch_|torch_)")
+_CUDART = re.compile(r"^libcudart(?:[-.][0-9a-f]{8})?\.so\.(\d+)")
+_TORCH_LIB = re.compile(r"^lib(?:c10|torch|caffe2)[\w.-]*\.so")
+
+
+def abi_from_probes(defined: Iterable[str]) -> bool | None:
+    """True for the C++11 ABI, False for the old one, None when no probe symbol was found."""
+    found = set(defined)
+    if found & set(CXX11_PROBES):
+        return True
+    if found & set(PRECXX11_PROBES):
+        return False
+    return None
+
+
+def torch_cxx_symbols(undefined: Iterable[str]) -> list[str]:
+    """The undefined symbols that bind a consumer to libtorch's C++ API."""
+    return sorted(s for s in undefined if _TORCH_CXX.match(s))
+
+
+def stable_shim_symbols(undefined: Iterable[str]) -> list[str]:
+    """The undefined symbols that bind a consumer only to libtorch's stable C shims."""
+    return sorted(s for s in undefined if _STABLE_SHIM.match(s))
+
+
+def abi_of_cxx_symbols(torch_symbols: Iterable[str]) -> bool | None:
+    """The C++ ABI that consumer's torch symbols were compiled for, None without evidence.
+
+    Under the old ABI std::string mangles as the substitution `Ss`; under the new one it is
+    spelled out in namespace std::__cxx11.
+    """
+    symbols = list(torch_symbols)
+    if any("St7__cxx11" in s for s in symbols):
+        return True
+    if any(_OLD_STRING in s for s in symbols):
+        return False
+    return None
+
+
+def cuda_major_of(needed: Iterable[str]) -> int | None:
+    """The CUDA major from a DT_NEEDED libcudart.so.N (auditwheel may hash-rename it)."""
+    majors = {int(m.group(1)) for n in needed if (m := _CUDART.match(n))}
+    return max(majors) if majors else None
+
+
+def torch_libraries(needed: Iterable[str]) -> list[str]:
+    """The libtorch libraries (libc10*, libtorch*) among DT_NEEDED entries."""
+    return sorted({n for n in needed if _TORCH_LIB.match(n)})
