@@ -1,0 +1,387 @@
+#!/usr/bin/env python3
+"""Benchmark `torchstack fingerprint` against `import torch` and `nm -D | grep`, side by side.
+
+Prepares once, cached under ${TORCHSTACK_CACHE:-~/.cache/torchstack}/bench/, an installed
+torch 2.13.0+cpu tree (`pip download` then `pip install --no-deps --target`), then runs three
+whole commands as subprocesses, interleaved in rounds after one discarded warm-up round:
+
+  fingerprint   torchstack fingerprint SITE_PACKAGES --json
+  import torch  python -c "import torch; print(torch._C._GLIBCXX_USE_CXX11_ABI, ...)"
+  nm | grep     sh -c "nm -D --defined-only .../libtorch_cpu.so | grep -c __cxx11"
+
+Each run's wall time (time.perf_counter) and its own peak RSS (os.wait4 on the child's pid)
+are recorded. The targets are printed with whether they are met, but never enforced: the
+exit code is 0 unless a command fails or the fingerprint is wrong (then 1).
+
+Usage: python3 bench/fingerprint.py [--rounds N] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+TORCH_VERSION = "2.13.0"
+TREE_NAME = f"torch-{TORCH_VERSION}-cpu"
+EXPECTED_ABI_TAG = f"torch-{TORCH_VERSION}-cxx11-cpu"
+DEFAULT_ROUNDS = 7
+
+# Modules `import torch` needs at run time, with the requirement that installs each one
+# (from torch's Requires-Dist). numpy is optional for torch and is not installed.
+RUNTIME_DEPS = {
+    "typing_extensions": "typing-extensions>=4.10.0",
+    "sympy": "sympy>=1.13.3",
+    "filelock": "filelock",
+    "fsspec": "fsspec>=0.8.5",
+    "networkx": "networkx>=2.5.1",
+    "jinja2": "jinja2",
+}
+
+# Targets, reported but not enforced.
+TARGET_IMPORT_RATIO = 20.0
+TARGET_NM_RATIO = 1.0
+TARGET_PEAK_MB = 100.0
+
+
+@dataclass(frozen=True)
+class Tree:
+    """The prepared torch install: its site-packages and the folder of missing runtime deps."""
+
+    site_packages: Path
+    deps: Path | None
+
+    @property
+    def libtorch_cpu(self) -> Path:
+        return self.site_packages / "torch" / "lib" / "libtorch_cpu.so"
+
+
+@dataclass(frozen=True)
+class Command:
+    """One whole command to time, with the environment it runs in."""
+
+    key: str
+    label: str
+    argv: tuple[str, ...]
+    env: dict[str, str] = field(repr=False)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One finished run of a command."""
+
+    seconds: float
+    max_rss_kb: int
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@dataclass
+class Series:
+    """The measured (not warm-up) runs of one command."""
+
+    command: Command
+    runs: list[Run] = field(default_factory=list)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(r.seconds for r in self.runs)
+
+    @property
+    def minimum(self) -> float:
+        return min(r.seconds for r in self.runs)
+
+    @property
+    def peak_mb(self) -> float:
+        return max(r.max_rss_kb for r in self.runs) / 1024.0
+
+
+class BenchError(Exception):
+    """Preparation failed, or a command did not run as it should."""
+
+
+# -- preparing the torch tree ------------------------------------------------------------
+
+
+def cache_root() -> Path:
+    base = os.environ.get("TORCHSTACK_CACHE") or "~/.cache/torchstack"
+    return Path(base).expanduser() / "bench"
+
+
+def _pip(args: Sequence[str]) -> None:
+    argv = [sys.executable, "-m", "pip", *args]
+    log(f"$ {' '.join(argv)}")
+    result = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if result.returncode != 0:
+        raise BenchError(f"pip failed ({result.returncode}):\n{result.stdout[-4000:]}")
+
+
+def _find_wheel(folder: Path) -> Path | None:
+    wheels = sorted(folder.glob(f"torch-{TORCH_VERSION}*.whl")) if folder.is_dir() else []
+    return wheels[0] if wheels else None
+
+
+def download_wheel(root: Path) -> Path:
+    folder = root / "wheels"
+    wheel = _find_wheel(folder)
+    if wheel is None:
+        folder.mkdir(parents=True, exist_ok=True)
+        _pip(["download", "--no-deps", "--only-binary=:all:", "--dest", str(folder),
+              f"torch=={TORCH_VERSION}"])  # fmt: skip
+        wheel = _find_wheel(folder)
+        if wheel is None:
+            raise BenchError(f"pip download left no torch-{TORCH_VERSION}*.whl in {folder}")
+    return wheel
+
+
+def install_tree(root: Path) -> Path:
+    """site-packages of torch installed with --target; a marker file says it is complete."""
+    tree = root / TREE_NAME
+    site_packages = tree / "site-packages"
+    marker = tree / "installed"
+    if marker.is_file() and (site_packages / "torch" / "version.py").is_file():
+        return site_packages
+    wheel = download_wheel(root)
+    if site_packages.exists():
+        shutil.rmtree(site_packages)  # a partial install from an interrupted run
+    _pip(["install", "--no-deps", "--no-compile", "--target", str(site_packages), str(wheel)])
+    marker.write_text(f"{wheel.name}\n", encoding="utf-8")
+    return site_packages
+
+
+def install_runtime_deps(root: Path) -> Path | None:
+    """A folder with the runtime deps this interpreter lacks; None when it lacks none."""
+    folder = root / TREE_NAME / "deps"
+    missing = [m for m in RUNTIME_DEPS if importlib.util.find_spec(m) is None]
+    if folder.is_dir():
+        missing = [m for m in missing if not _provided_by(folder, m)]
+    if missing:
+        log(f"runtime deps missing from this interpreter: {', '.join(missing)}")
+        _pip(["install", "--target", str(folder), "--upgrade", *(RUNTIME_DEPS[m] for m in missing)])
+    return folder if folder.is_dir() else None
+
+
+def _provided_by(folder: Path, module: str) -> bool:
+    return (folder / module).is_dir() or (folder / f"{module}.py").is_file()
+
+
+def prepare() -> Tree:
+    root = cache_root()
+    root.mkdir(parents=True, exist_ok=True)
+    site_packages = install_tree(root)
+    return Tree(site_packages, install_runtime_deps(root))
+
+
+# -- the commands ------------------------------------------------------------------------
+
+
+def torchstack_argv() -> tuple[str, ...]:
+    """The console script beside this interpreter, else on PATH (no pyenv shim), else -m."""
+    beside = shutil.which("torchstack", path=str(Path(sys.executable).parent))
+    found = beside or shutil.which("torchstack")
+    if found and f"{os.sep}shims{os.sep}" not in found:
+        return (found,)
+    return (sys.executable, "-m", "torchstack")
+
+
+def commands(tree: Tree) -> list[Command]:
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    torch_path = [str(tree.site_packages)] + ([str(tree.deps)] if tree.deps else [])
+    torch_env = env | {"PYTHONPATH": os.pathsep.join(torch_path)}
+    probe = "import torch; print(torch._C._GLIBCXX_USE_CXX11_ABI, torch.version.cuda)"
+    nm = f"nm -D --defined-only {tree.libtorch_cpu} | grep -c __cxx11"
+    return [
+        Command(
+            "fingerprint",
+            "torchstack fingerprint",
+            (*torchstack_argv(), "fingerprint", str(tree.site_packages), "--json"),
+            env,
+        ),
+        Command("import_torch", "import torch", (sys.executable, "-c", probe), torch_env),
+        Command("nm", "nm -D | grep -c", ("sh", "-c", nm), env),
+    ]
+
+
+def run_once(command: Command) -> Run:
+    """Run to the end; wall time around spawn and reap, the child's own peak RSS."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(
+            command.argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=command.env
+        )
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
+        out.seek(0)
+        err.seek(0)
+        return Run(
+            seconds=seconds,
+            max_rss_kb=int(usage.ru_maxrss),  # kilobytes on Linux
+            returncode=proc.returncode,
+            stdout=out.read().decode("utf-8", "replace"),
+            stderr=err.read().decode("utf-8", "replace"),
+        )
+
+
+def checked(command: Command, run: Run) -> Run:
+    if run.returncode != 0:
+        raise BenchError(
+            f"{command.label} exited {run.returncode}: {' '.join(command.argv)}\n"
+            f"{run.stderr[-4000:]}"
+        )
+    return run
+
+
+def fingerprint_problem(run: Run) -> str | None:
+    """Why the fingerprint output is wrong, None when it is right."""
+    try:
+        data = json.loads(run.stdout)
+    except json.JSONDecodeError as exc:
+        return f"output is not JSON ({exc}): {run.stdout[:500]!r}"
+    tag = data.get("abi_tag") if isinstance(data, dict) else None
+    if tag != EXPECTED_ABI_TAG:
+        return f"abi_tag is {tag!r}, expected {EXPECTED_ABI_TAG!r}"
+    return None
+
+
+def measure(cmds: list[Command], rounds: int) -> list[Series]:
+    """A warm-up round (discarded), then `rounds` rounds, the order rotated each round."""
+    series = [Series(c) for c in cmds]
+    for number in range(rounds + 1):
+        shift = number % len(series)
+        for entry in series[shift:] + series[:shift]:
+            run = checked(entry.command, run_once(entry.command))
+            if number == 0:
+                log(f"warm-up {entry.command.label}: {run.seconds:.3f} s, {run.stdout.strip()!r}"
+                    if entry.command.key != "fingerprint" else
+                    f"warm-up {entry.command.label}: {run.seconds:.3f} s")  # fmt: skip
+            else:
+                entry.runs.append(run)
+    return series
+
+
+# -- the report --------------------------------------------------------------------------
+
+
+def figures(series: list[Series], tree: Tree, rounds: int) -> dict[str, Any]:
+    by_key = {s.command.key: s for s in series}
+    fingerprint = by_key["fingerprint"]
+    import_ratio = by_key["import_torch"].median / fingerprint.median
+    nm_ratio = by_key["nm"].median / fingerprint.median
+    return {
+        "rounds": rounds,
+        "site_packages": str(tree.site_packages),
+        "python": sys.executable,
+        "commands": {
+            s.command.key: {
+                "label": s.command.label,
+                "argv": list(s.command.argv),
+                "median_s": s.median,
+                "min_s": s.minimum,
+                "peak_rss_mb": s.peak_mb,
+                "seconds": [r.seconds for r in s.runs],
+                "max_rss_kb": [r.max_rss_kb for r in s.runs],
+            }
+            for s in series
+        },
+        "ratios": {"import_torch_over_fingerprint": import_ratio, "nm_over_fingerprint": nm_ratio},
+        "targets": {
+            "import_torch_ratio": {
+                "target": TARGET_IMPORT_RATIO,
+                "value": import_ratio,
+                "met": import_ratio >= TARGET_IMPORT_RATIO,
+            },
+            "nm_ratio": {"target": TARGET_NM_RATIO, "value": nm_ratio, "met": nm_ratio > 1.0},
+            "fingerprint_peak_rss_mb": {
+                "target": TARGET_PEAK_MB,
+                "value": fingerprint.peak_mb,
+                "met": fingerprint.peak_mb < TARGET_PEAK_MB,
+            },
+        },
+    }
+
+
+def table(series: list[Series], data: dict[str, Any]) -> str:
+    width = max(len(s.command.label) for s in series)
+    lines = [f"{'command':<{width}}  {'median s':>9}  {'min s':>9}  {'peak RSS MB':>11}"]
+    for s in series:
+        lines.append(
+            f"{s.command.label:<{width}}  {s.median:>9.3f}  {s.minimum:>9.3f}  {s.peak_mb:>11.1f}"
+        )
+    ratios, targets = data["ratios"], data["targets"]
+    met = {True: "met", False: "NOT met"}
+    lines += [
+        "",
+        f"fingerprint is {ratios['import_torch_over_fingerprint']:.1f}x faster than import torch",
+        f"fingerprint is {ratios['nm_over_fingerprint']:.1f}x faster than nm -D | grep",
+        "",
+        "targets (reported, not enforced):",
+        f"  >= {TARGET_IMPORT_RATIO:.0f}x faster than import torch: "
+        f"{met[targets['import_torch_ratio']['met']]}",
+        f"  faster than nm -D | grep:          {met[targets['nm_ratio']['met']]}",
+        f"  peak RSS < {TARGET_PEAK_MB:.0f} MB:                "
+        f"{met[targets['fingerprint_peak_rss_mb']['met']]}",
+    ]
+    return "\n".join(lines)
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument(
+        "--rounds", type=positive, default=DEFAULT_ROUNDS, help="measured rounds (default 7)"
+    )
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
+    args = parser.parse_args(argv)
+    try:
+        tree = prepare()
+        cmds = commands(tree)
+        log(f"torch tree: {tree.site_packages}")
+        for command in cmds:
+            log(f"  {command.key}: {' '.join(command.argv)}")
+        problem = fingerprint_problem(checked(cmds[0], run_once(cmds[0])))
+        if problem is not None:
+            log(f"error: torchstack fingerprint is wrong: {problem}")
+            return 1
+        series = measure(cmds, args.rounds)
+    except (BenchError, OSError) as exc:
+        log(f"error: {exc}")
+        return 1
+    for entry in series:
+        if entry.command.key == "fingerprint":
+            problems = {p for p in map(fingerprint_problem, entry.runs) if p is not None}
+            if problems:
+                log(f"error: torchstack fingerprint is wrong: {'; '.join(sorted(problems))}")
+                return 1
+    data = figures(series, tree, args.rounds)
+    print(table(series, data))
+    if args.json:
+        print(json.dumps(data, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
