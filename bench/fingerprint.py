@@ -26,6 +26,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from collections.abc import Sequence
@@ -33,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+REPO = Path(__file__).resolve().parents[1]
 TORCH_VERSION = "2.13.0"
 TREE_NAME = f"torch-{TORCH_VERSION}-cpu"
 EXPECTED_ABI_TAG = f"torch-{TORCH_VERSION}-cxx11-cpu"
@@ -112,6 +114,10 @@ class BenchError(Exception):
     """Preparation failed, or a command did not run as it should."""
 
 
+class WrongFingerprint(BenchError):
+    """`torchstack fingerprint` ran but printed the wrong fingerprint."""
+
+
 # -- preparing the torch tree ------------------------------------------------------------
 
 
@@ -133,31 +139,42 @@ def _find_wheel(folder: Path) -> Path | None:
     return wheels[0] if wheels else None
 
 
+def _interpreter_tag() -> str:
+    """cpython-311-x86_64-linux-gnu: the wheels and the tree are only good for this one."""
+    return str(sysconfig.get_config_var("SOABI") or sys.implementation.cache_tag)
+
+
 def download_wheel(root: Path) -> Path:
-    folder = root / "wheels"
+    folder = root / "wheels" / _interpreter_tag()
     wheel = _find_wheel(folder)
     if wheel is None:
         folder.mkdir(parents=True, exist_ok=True)
-        _pip(["download", "--no-deps", "--only-binary=:all:", "--dest", str(folder),
-              f"torch=={TORCH_VERSION}"])  # fmt: skip
+        requirement = f"torch=={TORCH_VERSION}"
+        _pip(["download", "--no-deps", "--only-binary=:all:", "--dest", str(folder), requirement])
         wheel = _find_wheel(folder)
         if wheel is None:
             raise BenchError(f"pip download left no torch-{TORCH_VERSION}*.whl in {folder}")
+    if "+cpu" not in wheel.name:
+        raise BenchError(f"pip served {wheel.name}, not the {TORCH_VERSION}+cpu build")
     return wheel
 
 
 def install_tree(root: Path) -> Path:
-    """site-packages of torch installed with --target; a marker file says it is complete."""
+    """site-packages of torch installed with --target; a marker says for which interpreter."""
     tree = root / TREE_NAME
     site_packages = tree / "site-packages"
     marker = tree / "installed"
-    if marker.is_file() and (site_packages / "torch" / "version.py").is_file():
+    stamp = f"{_interpreter_tag()}\n"
+    complete = (site_packages / "torch" / "version.py").is_file()
+    if complete and marker.is_file() and marker.read_text(encoding="utf-8") == stamp:
         return site_packages
     wheel = download_wheel(root)
+    marker.unlink(missing_ok=True)
     if site_packages.exists():
-        shutil.rmtree(site_packages)  # a partial install from an interrupted run
-    _pip(["install", "--no-deps", "--no-compile", "--target", str(site_packages), str(wheel)])
-    marker.write_text(f"{wheel.name}\n", encoding="utf-8")
+        shutil.rmtree(site_packages)  # interrupted, or for another interpreter
+    # pip compiles .pyc files, as an ordinary install has them.
+    _pip(["install", "--no-deps", "--target", str(site_packages), str(wheel)])
+    marker.write_text(stamp, encoding="utf-8")
     return site_packages
 
 
@@ -187,28 +204,41 @@ def prepare() -> Tree:
 # -- the commands ------------------------------------------------------------------------
 
 
-def torchstack_argv() -> tuple[str, ...]:
-    """The console script beside this interpreter, else on PATH (no pyenv shim), else -m."""
+def torchstack_argv() -> tuple[str, ...] | None:
+    """The console script beside this interpreter, else on PATH (not a pyenv shim)."""
     beside = shutil.which("torchstack", path=str(Path(sys.executable).parent))
     found = beside or shutil.which("torchstack")
     if found and f"{os.sep}shims{os.sep}" not in found:
         return (found,)
-    return (sys.executable, "-m", "torchstack")
+    return None
+
+
+def _with_path(env: dict[str, str], *folders: str) -> dict[str, str]:
+    """`env` with `folders` put first on PYTHONPATH."""
+    old = [env["PYTHONPATH"]] if env.get("PYTHONPATH") else []
+    return env | {"PYTHONPATH": os.pathsep.join([*folders, *old])}
 
 
 def commands(tree: Tree) -> list[Command]:
+    if shutil.which("nm") is None:
+        raise BenchError("nm is not on PATH (it comes with binutils)")
     env = dict(os.environ)
-    env.pop("PYTHONPATH", None)
+    # Steady state, as on an ordinary machine: the warm-up round leaves bytecode caches
+    # (for an editable torchstack too), so that no measured run compiles source.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    script = torchstack_argv()
+    fingerprint_env = env if script else _with_path(env, str(REPO))
+    fingerprint = script or (sys.executable, "-m", "torchstack")
     torch_path = [str(tree.site_packages)] + ([str(tree.deps)] if tree.deps else [])
-    torch_env = env | {"PYTHONPATH": os.pathsep.join(torch_path)}
+    torch_env = _with_path(env, *torch_path)
     probe = "import torch; print(torch._C._GLIBCXX_USE_CXX11_ABI, torch.version.cuda)"
     nm = f"nm -D --defined-only {tree.libtorch_cpu} | grep -c __cxx11"
     return [
         Command(
             "fingerprint",
             "torchstack fingerprint",
-            (*torchstack_argv(), "fingerprint", str(tree.site_packages), "--json"),
-            env,
+            (*fingerprint, "fingerprint", str(tree.site_packages), "--json"),
+            fingerprint_env,
         ),
         Command("import_torch", "import torch", (sys.executable, "-c", probe), torch_env),
         Command("nm", "nm -D | grep -c", ("sh", "-c", nm), env),
@@ -258,16 +288,23 @@ def fingerprint_problem(run: Run) -> str | None:
 
 
 def measure(cmds: list[Command], rounds: int) -> list[Series]:
-    """A warm-up round (discarded), then `rounds` rounds, the order rotated each round."""
+    """A warm-up round (discarded), then `rounds` rounds, the order rotated each round.
+
+    Every fingerprint run's output is checked; a wrong one stops the benchmark.
+    """
     series = [Series(c) for c in cmds]
     for number in range(rounds + 1):
         shift = number % len(series)
         for entry in series[shift:] + series[:shift]:
-            run = checked(entry.command, run_once(entry.command))
+            command = entry.command
+            run = checked(command, run_once(command))
+            if command.key == "fingerprint":
+                problem = fingerprint_problem(run)
+                if problem is not None:
+                    raise WrongFingerprint(f"torchstack fingerprint is wrong: {problem}")
             if number == 0:
-                log(f"warm-up {entry.command.label}: {run.seconds:.3f} s, {run.stdout.strip()!r}"
-                    if entry.command.key != "fingerprint" else
-                    f"warm-up {entry.command.label}: {run.seconds:.3f} s")  # fmt: skip
+                shown = "" if command.key == "fingerprint" else f", printed {run.stdout.strip()!r}"
+                log(f"warm-up {command.label}: {run.seconds:.3f} s{shown}")
             else:
                 entry.runs.append(run)
     return series
@@ -362,20 +399,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         log(f"torch tree: {tree.site_packages}")
         for command in cmds:
             log(f"  {command.key}: {' '.join(command.argv)}")
-        problem = fingerprint_problem(checked(cmds[0], run_once(cmds[0])))
-        if problem is not None:
-            log(f"error: torchstack fingerprint is wrong: {problem}")
-            return 1
         series = measure(cmds, args.rounds)
     except (BenchError, OSError) as exc:
         log(f"error: {exc}")
         return 1
-    for entry in series:
-        if entry.command.key == "fingerprint":
-            problems = {p for p in map(fingerprint_problem, entry.runs) if p is not None}
-            if problems:
-                log(f"error: torchstack fingerprint is wrong: {'; '.join(sorted(problems))}")
-                return 1
     data = figures(series, tree, args.rounds)
     print(table(series, data))
     if args.json:

@@ -10,13 +10,13 @@ The rules of DESIGN.md, one function a rule, each returning the reasons it refus
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from torchstack.errors import TorchstackError
-from torchstack.fingerprint import Fingerprint, runtime_flavour
+from torchstack.fingerprint import Fingerprint, abi_tag, runtime_flavour
 
 Rule = Callable[[Fingerprint, Fingerprint], "str | None"]
 
@@ -48,6 +48,25 @@ def check(provider: Fingerprint, consumer: Fingerprint) -> Verdict:
     if reasons:
         return Verdict(False, tuple(reasons))
     return Verdict(True, (_why_compatible(provider, consumer),))
+
+
+def assume_built_against(provider: Fingerprint, consumer: Fingerprint) -> Fingerprint:
+    """A C++ consumer whose metadata names no torch release, taken as built on `provider`.
+
+    Installing it on that provider is the site's statement; the sanity check's import of its
+    extension then tests it, and the module records the assumption from then on.
+    """
+    if consumer.link != "cxx" or consumer.torch.release is not None:
+        return consumer
+    torch = replace(
+        consumer.torch,
+        release=provider.torch.release,
+        local=consumer.torch.local or provider.torch.local,
+        cuda=consumer.torch.cuda or provider.torch.cuda,
+        hip=consumer.torch.hip or provider.torch.hip,
+    )
+    tag = abi_tag("consumer", consumer.link, torch, consumer.cuda_major)
+    return replace(consumer, torch=torch, abi_tag=tag)
 
 
 def satisfies_requirement(provider: Fingerprint, consumer: Fingerprint) -> str | None:

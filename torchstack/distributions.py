@@ -13,6 +13,7 @@ import os
 import shutil
 import tempfile
 import zipfile
+import zlib
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
@@ -30,6 +31,8 @@ log = logging.getLogger(__name__)
 # Wheel members larger than this are spooled to a temporary file instead of held in memory.
 _IN_MEMORY_LIMIT = 64 * 1024 * 1024
 _SITE_PACKAGES_GLOBS = ("lib*/python*/site-packages", "local/lib*/python*/site-packages")
+# What reading a damaged member raises: bad CRC, truncated data, a corrupt deflate stream.
+_MEMBER_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError, zlib.error)
 
 
 class DistributionError(TorchstackError):
@@ -110,15 +113,20 @@ class WheelFiles:
             yield io.BytesIO(_read_member(self.archive, relpath, self.label))
             return
         with tempfile.TemporaryFile() as spool:
-            with self.archive.open(info) as member:
-                shutil.copyfileobj(member, spool, 1024 * 1024)
-            yield spool  # type: ignore[misc]
+            try:
+                with self.archive.open(info) as member:
+                    shutil.copyfileobj(member, spool, 1024 * 1024)
+            except _MEMBER_ERRORS as exc:
+                raise DistributionError(
+                    f"{self.label!r}: cannot read member {relpath!r}: {exc}"
+                ) from exc
+            yield spool
 
 
 def _read_member(archive: zipfile.ZipFile, relpath: str, label: str) -> bytes:
     try:
         return archive.read(relpath)
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError) as exc:
+    except _MEMBER_ERRORS as exc:
         raise DistributionError(f"{label!r}: cannot read member {relpath!r}: {exc}") from exc
 
 

@@ -13,12 +13,13 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import BinaryIO, Union
+from typing import Any, BinaryIO, Union
 
 from elftools.common.exceptions import ELFError as _PyElfError
 from elftools.elf.dynamic import DynamicSegment
 from elftools.elf.elffile import ELFFile
 from elftools.elf.hash import ELFHashTable, GNUHashTable
+from elftools.elf.sections import Symbol, SymbolTableSection
 
 from torchstack.errors import TorchstackError
 
@@ -86,15 +87,16 @@ def read_dynamic(stream: Stream, name: str) -> DynamicInfo:
     soname = None
     try:
         for tag in segment.iter_tags():
-            kind = tag.entry.d_tag
+            entry: Any = tag  # pyelftools adds needed/rpath/runpath/soname per tag type
+            kind = entry.entry.d_tag
             if kind == "DT_NEEDED":
-                needed.append(tag.needed)
+                needed.append(entry.needed)
             elif kind == "DT_RPATH":
-                rpath.extend(p for p in tag.rpath.split(":") if p)
+                rpath.extend(p for p in entry.rpath.split(":") if p)
             elif kind == "DT_RUNPATH":
-                runpath.extend(p for p in tag.runpath.split(":") if p)
+                runpath.extend(p for p in entry.runpath.split(":") if p)
             elif kind == "DT_SONAME":
-                soname = tag.soname
+                soname = entry.soname
     except (_PyElfError, ValueError, EOFError, UnicodeDecodeError) as exc:
         raise ElfError(f"{name!r} has a damaged dynamic section: {exc}") from exc
     return DynamicInfo(tuple(needed), tuple(rpath), tuple(runpath), soname)
@@ -139,13 +141,16 @@ def undefined_symbols(stream: Stream, name: str) -> frozenset[str]:
     """Names of the dynamic symbols the object imports (consumers are small: this scans)."""
     elf = open_elf(stream, name)
     section = elf.get_section_by_name(".dynsym")
-    symbols = section.iter_symbols() if section is not None else _segment_symbols(elf, name)
+    if isinstance(section, SymbolTableSection):
+        symbols = section.iter_symbols()
+    else:
+        symbols = _segment_symbols(elf, name)
     try:
         return frozenset(s.name for s in symbols if s["st_shndx"] == "SHN_UNDEF" and s.name)
     except (_PyElfError, ValueError, EOFError, UnicodeDecodeError) as exc:
         raise ElfError(f"{name!r} has a damaged symbol table: {exc}") from exc
 
 
-def _segment_symbols(elf: ELFFile, name: str) -> Iterator[object]:
+def _segment_symbols(elf: ELFFile, name: str) -> Iterator[Symbol]:
     segment = dynamic_segment(elf, name)
     return iter(()) if segment is None else segment.iter_symbols()

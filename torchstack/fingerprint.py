@@ -93,6 +93,8 @@ class Fingerprint:
 def fingerprint_path(path: str | Path) -> Fingerprint:
     """Fingerprint a .whl file, a site-packages folder or an install prefix."""
     target = Path(path)
+    if target.is_dir():
+        return fingerprint_distributions(_tree(target), str(target))
     try:
         if target.is_file():
             if target.suffix != ".whl":
@@ -101,10 +103,22 @@ def fingerprint_path(path: str | Path) -> Fingerprint:
                 )
             with open_wheel(target) as dist:
                 return fingerprint_distributions([dist], str(target))
-        if not target.exists():
-            raise FingerprintError(f"{str(target)!r} does not exist")
-        dists = [d for sp in site_packages_of(target) for d in tree_distributions(sp)]
-        return fingerprint_distributions(dists, str(target))
+        raise FingerprintError(f"{str(target)!r} does not exist")
+    except OSError as exc:
+        raise FingerprintError(f"{str(target)!r}: {exc.strerror or exc}") from exc
+
+
+def installation_fingerprints(path: str | Path) -> tuple[Fingerprint | None, list[Fingerprint]]:
+    """The provider (if torch is installed there) and every consumer of an installation."""
+    dists = _tree(Path(path))
+    providers = [provider_fingerprint(d) for d in dists if d.key == "torch"]
+    consumers = [c for c in (consumer_fingerprint(d) for d in dists if d.key != "torch") if c]
+    return (providers[0] if providers else None), consumers
+
+
+def _tree(target: Path) -> list[Distribution]:
+    try:
+        return [d for sp in site_packages_of(target) for d in tree_distributions(sp)]
     except OSError as exc:
         raise FingerprintError(f"{str(target)!r}: {exc.strerror or exc}") from exc
 
@@ -205,6 +219,14 @@ class _Evidence:
     cxx_symbols: list[str] = field(default_factory=list)
     stable_symbols: list[str] = field(default_factory=list)
     bundled: set[str] = field(default_factory=set)
+    libstdcxx_abi: set[bool] = field(default_factory=set)
+
+    def cxx11_abi(self) -> bool | None:
+        """From libtorch's own symbols if they carry strings, else from std::string imports."""
+        abi = symbols.abi_of_cxx_symbols(self.cxx_symbols)
+        if abi is None and len(self.libstdcxx_abi) == 1:
+            abi = next(iter(self.libstdcxx_abi))
+        return abi
 
 
 def consumer_fingerprint(dist: Distribution) -> Fingerprint | None:
@@ -259,8 +281,12 @@ def _scan_binaries(dist: Distribution) -> _Evidence:
             label = dist.describe(relpath)
             evidence.needed.update(elf.read_dynamic(stream, label).needed)
             undefined = elf.undefined_symbols(stream, label)
-        evidence.cxx_symbols += symbols.torch_cxx_symbols(undefined)
+        torch_cxx = symbols.torch_cxx_symbols(undefined)
+        evidence.cxx_symbols += torch_cxx
         evidence.stable_symbols += symbols.stable_shim_symbols(undefined)
+        stdlib_abi = symbols.abi_of_libstdcxx(undefined) if torch_cxx else None
+        if stdlib_abi is not None:
+            evidence.libstdcxx_abi.add(stdlib_abi)
     return evidence
 
 
@@ -279,7 +305,7 @@ def _consumer_torch(
     return TorchFacts(
         release=built_against_release(specifier, link),
         local=local,
-        cxx11_abi=symbols.abi_of_cxx_symbols(evidence.cxx_symbols) if link == "cxx" else None,
+        cxx11_abi=evidence.cxx11_abi() if link == "cxx" else None,
         cuda=cuda,
         hip=match.group(3) if match and match.group(3) else None,
     )
@@ -349,11 +375,42 @@ def _optional_str(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+_OPTIONAL_STR = (str, type(None))
+# The JSON types of the fields: a fingerprint that mistypes one is refused, not half used.
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "role": (str,), "name": (str,), "version": (str,), "abi_tag": (str,),
+    "link": _OPTIONAL_STR, "requires_torch": _OPTIONAL_STR, "cuda_major": (int, type(None)),
+}
+_TORCH_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "release": _OPTIONAL_STR, "local": _OPTIONAL_STR, "cxx11_abi": (bool, type(None)),
+    "cuda": _OPTIONAL_STR, "hip": _OPTIONAL_STR,
+}
+
+
+def _mistyped(data: dict[str, Any], types: dict[str, tuple[type, ...]], prefix: str) -> list[str]:
+    """`prefix+key value` of every present field whose value is not of its type (bool != int)."""
+    found = []
+    for key, allowed in types.items():
+        value = data.get(key)
+        wrong = not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed)
+        if key in data and wrong:
+            found.append(f"{prefix}{key} {value!r}")
+    return found
+
+
 def _from_json(data: object) -> Fingerprint:
     if not isinstance(data, dict):
         raise FingerprintError("a fingerprint must be a JSON object")
     if data.get("schema") != SCHEMA:
         raise FingerprintError(f"fingerprint schema {data.get('schema')!r} is not {SCHEMA}")
+    mistyped = _mistyped(data, _FIELD_TYPES, "")
+    if isinstance(data.get("torch"), dict):
+        mistyped += _mistyped(data["torch"], _TORCH_FIELD_TYPES, "torch.")
+    libraries = data.get("torch_libraries") or []
+    if not isinstance(libraries, list) or not all(isinstance(x, str) for x in libraries):
+        mistyped.append(f"torch_libraries {libraries!r}")
+    if mistyped:
+        raise FingerprintError(f"fingerprint mistypes a field: {', '.join(mistyped)}")
     try:
         torch = TorchFacts(**data["torch"])
         fingerprint = Fingerprint(

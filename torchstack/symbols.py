@@ -25,8 +25,11 @@ PRECXX11_PROBES = tuple(s.format(_OLD_STRING) for s in _C10_SIGNATURES)
 ABI_PROBES = CXX11_PROBES + PRECXX11_PROBES
 
 # Undefined C++ symbols in the namespaces of libtorch (c10::, at::, torch::, caffe2::),
-# including nested names with qualifiers, typeinfo and vtables.
-_TORCH_CXX = re.compile(r"^_Z(?:N[KVRO]*|T[ISV]N|TS)(?:3c10|2at|5torch|6caffe2)\d")
+# including nested names with qualifiers, typeinfo and vtables, and operators declared at
+# namespace scope (c10::operator<< mangles as _ZN3c10ls...: an operator code, not a length).
+_TORCH_CXX = re.compile(
+    r"^_Z(?:N[KVRO]*|T[ISV]N|TS)(?:3c10|2at|5torch|6caffe2)(?:\d|[a-z][a-zA-Z])"
+)
 # The stable C shims: torch/csrc/stable and the AOTInductor C ABI.
 _STABLE_SHIM = re.compile(r"^(?:aoti_torch_|torch_)")
 _CUDART = re.compile(r"^libcudart(?:[-.][0-9a-f]{8})?\.so\.(\d+)")
@@ -57,12 +60,28 @@ def abi_of_cxx_symbols(torch_symbols: Iterable[str]) -> bool | None:
     """The C++ ABI that consumer's torch symbols were compiled for, None without evidence.
 
     Under the old ABI std::string mangles as the substitution `Ss`; under the new one it is
-    spelled out in namespace std::__cxx11.
+    spelled out in namespace std::__cxx11, or, where only the return type is a string, shows
+    as GCC's `[abi:cxx11]` tag `B5cxx11`.
     """
     symbols = list(torch_symbols)
-    if any("St7__cxx11" in s for s in symbols):
+    if any("St7__cxx11" in s or "B5cxx11" in s for s in symbols):
         return True
     if any(_OLD_STRING in s for s in symbols):
+        return False
+    return None
+
+
+def abi_of_libstdcxx(undefined: Iterable[str]) -> bool | None:
+    """The C++ ABI a binary was compiled with, from the std::string uses it imports.
+
+    torch.utils.cpp_extension compiles with torch's own _GLIBCXX_USE_CXX11_ABI, so this is the
+    evidence of last resort for an extension whose torch symbols pass no strings, e.g.
+    std::runtime_error(const std::string&) as `..._ZNSt13runtime_errorC1ERKNSt7__cxx1112...`.
+    """
+    names = list(undefined)
+    if any("St7__cxx11" in s or "B5cxx11" in s for s in names):
+        return True
+    if any(s.startswith(("_ZNSs", "_ZNKSs")) or "ERKSs" in s for s in names):
         return False
     return None
 

@@ -1,4 +1,9 @@
-"""The `torchstack` command: one small module a subcommand, `main(argv)` callable from tests."""
+"""The `torchstack` command: one small module a subcommand, `main(argv)` callable from tests.
+
+Building the parser imports only the subcommand modules, which import what they run on
+(fingerprint, compat, pyelftools, packaging) inside `execute`: `torchstack --help` and the
+path subcommands stay cheap, and each subcommand pays only for its own imports.
+"""
 
 from __future__ import annotations
 

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-from torchstack.compat import check
-from torchstack.fingerprint import Fingerprint, FingerprintError, fingerprint_path
+if TYPE_CHECKING:
+    from torchstack.fingerprint import Fingerprint
 
 NAME = "check"
 HELP = "tell whether a torch provider satisfies a consumer (exit 0 yes, 1 no)"
@@ -19,6 +18,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def execute(args: argparse.Namespace) -> int:
+    from torchstack.compat import check  # here, not above: the parser stays cheap to build
+
     verdict = check(load(args.provider), load(args.consumer))
     print(verdict.line())
     return 0 if verdict.compatible else 1
@@ -26,6 +27,11 @@ def execute(args: argparse.Namespace) -> int:
 
 def load(argument: str) -> Fingerprint:
     """A fingerprint from a JSON file (as `fingerprint --json` writes it) or from a path."""
+    import json
+    from pathlib import Path
+
+    from torchstack.fingerprint import Fingerprint, FingerprintError, fingerprint_path
+
     path = Path(argument)
     if path.suffix == ".json" and path.is_file():
         try:

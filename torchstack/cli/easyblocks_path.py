@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from torchstack.paths import easyblocks_path
-
 NAME = "easyblocks-path"
-HELP = 'print the easyblocks folder, for eb --include-easyblocks="$(torchstack easyblocks-path)/*.py"'
+HELP = (
+    'print the easyblocks folder, for eb --include-easyblocks="$(torchstack easyblocks-path)/*.py"'
+)
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -15,5 +15,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def execute(args: argparse.Namespace) -> int:
+    from torchstack.paths import easyblocks_path
+
     print(easyblocks_path())
     return 0

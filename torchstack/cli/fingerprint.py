@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
+from typing import TYPE_CHECKING
 
-from torchstack.fingerprint import Fingerprint, fingerprint_path
+if TYPE_CHECKING:
+    from torchstack.fingerprint import Fingerprint
 
 NAME = "fingerprint"
 HELP = "fingerprint a .whl file, a site-packages folder or an install prefix"
@@ -17,6 +18,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def execute(args: argparse.Namespace) -> int:
+    import json  # here, not above: building the parser stays cheap for every subcommand
+
+    from torchstack.fingerprint import fingerprint_path
+
     found = fingerprint_path(args.path)
     print(json.dumps(found.to_json(), indent=2) if args.json else describe(found))
     return 0
@@ -32,7 +37,9 @@ def describe(found: Fingerprint) -> str:
     if found.role == "consumer":
         lines.append(f"  links        {found.link}")
         lines.append(f"  requires     torch{found.requires_torch or ' (any)'}")
-        lines.append(f"  built for    torch {torch.release or '(unknown)'}{local}, {abi}, {runtime}")
+        lines.append(
+            f"  built for    torch {torch.release or '(unknown)'}{local}, {abi}, {runtime}"
+        )
     else:
         lines.append(f"  torch        {torch.release}{local}, {abi}, {runtime}")
     lines.append(f"  cuda major   {found.cuda_major if found.cuda_major is not None else '-'}")

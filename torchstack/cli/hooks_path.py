@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from torchstack.paths import hooks_path
-
 NAME = "hooks-path"
 HELP = 'print the EasyBuild hooks file, for eb --hooks="$(torchstack hooks-path)"'
 
@@ -15,5 +13,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def execute(args: argparse.Namespace) -> int:
+    from torchstack.paths import hooks_path
+
     print(hooks_path())
     return 0

@@ -1,0 +1,104 @@
+"""
+EasyBuild support for installing PyTorch and its ecosystem from the official wheels.
+
+PythonBundle does the fetching, checksum verification and module environment; this
+easyblock installs all wheels in one fast, parallel step, checks that they fit the Python
+and the host, and records the torchstack fingerprint of the result. Every decision is made
+by the torchstack library; this file is glue.
+"""
+import os
+import platform
+
+from easybuild.easyblocks.generic.pythonbundle import PythonBundle
+from easybuild.framework.easyconfig import CUSTOM
+from easybuild.tools.build_log import EasyBuildError
+from easybuild.tools.modules import get_software_root, get_software_version
+from easybuild.tools.run import run_shell_cmd
+
+from torchstack import TorchstackError, compat, installer, record, wheeltags
+from torchstack.fingerprint import installation_fingerprints
+
+CUDA_LIBS_CHOICES = ('wheels', 'modules')
+
+
+class PyTorchWheels(PythonBundle):
+    """Install torch, torchvision, torchaudio, triton, ... from wheels, fingerprinted."""
+
+    @staticmethod
+    def extra_options(extra_vars=None):
+        """Easyconfig parameters of PyTorchWheels, beside those of PythonBundle."""
+        extra_vars = PythonBundle.extra_options(extra_vars)
+        extra_vars.update({
+            'cuda_libs': ['wheels', "Where torch's pinned CUDA libraries come from: "
+                          "'wheels' (nvidia-* wheels in exts_list) or 'modules' (dependencies)", CUSTOM],
+        })
+        return extra_vars
+
+    def __init__(self, *args, **kwargs):
+        """Check easyconfig parameters before anything is fetched."""
+        super().__init__(*args, **kwargs)
+        if self.cfg['cuda_libs'] not in CUDA_LIBS_CHOICES:
+            raise EasyBuildError("torchstack: cuda_libs = %r is not one of %s",
+                                 self.cfg['cuda_libs'], ', '.join(CUDA_LIBS_CHOICES))
+        self.fingerprint = None
+
+    def install_all_extensions(self, install=True):
+        """Install every wheel at once with the fast installer; anything else as PythonBundle does."""
+        wheels = [ext for ext in self.ext_instances if str(getattr(ext, 'src', '')).endswith('.whl')]
+        if not install or self.dry_run or not wheels:
+            super().install_all_extensions(install=install)
+            return
+        self._check_wheel_tags(ext.src for ext in wheels)
+        cmd = installer.install_command(self.python_cmd, self.installdir, [ext.src for ext in wheels])
+        self.log.info("Installing %d wheels with one command", len(wheels))
+        run_shell_cmd(' '.join(cmd))
+        others = [ext for ext in self.ext_instances if ext not in wheels]
+        if others:
+            all_instances, self.ext_instances = self.ext_instances, others
+            try:
+                super().install_all_extensions(install=install)
+            finally:
+                self.ext_instances = all_instances
+
+    def _check_wheel_tags(self, paths):
+        """Refuse wheels built for another Python or another architecture."""
+        pyver = tuple(int(x) for x in get_software_version('Python').split('.')[:2])
+        arch = platform.machine()
+        misfits = [wheeltags.misfit(os.path.basename(p), pyver, arch) for p in paths]
+        misfits = [m for m in misfits if m]
+        if misfits:
+            raise EasyBuildError("torchstack: wheel does not fit: %s", '; '.join(misfits))
+
+    def post_processing_step(self):
+        """Fingerprint the installation and check its consumers against the torch they run on."""
+        super().post_processing_step()
+        try:
+            own_torch, consumers = installation_fingerprints(self.installdir)
+            provider = own_torch or self._dependency_provider()
+            if provider is not None:
+                consumers = [compat.assume_built_against(provider, c) for c in consumers]
+            verdicts = [compat.check(provider, c) for c in consumers] if provider else []
+            refusals = [v.line() for v in verdicts if not v.compatible]
+            if refusals:
+                raise EasyBuildError("torchstack: %s", '; '.join(refusals))
+            rank = {'cxx': 2, 'stable': 1, 'python': 0}
+            self.fingerprint = own_torch or max(consumers, key=lambda c: rank[c.link], default=None)
+            if self.fingerprint is not None:
+                record.write_fingerprint(self.installdir, self.fingerprint)
+                self.cfg['whatis'] = (self.cfg['whatis'] or []) + [record.whatis_line(self.fingerprint)]
+        except TorchstackError as err:
+            raise EasyBuildError("torchstack: %s", err) from err
+
+    def _dependency_provider(self):
+        """The fingerprint of the PyTorch module this installation runs on, if any."""
+        root = get_software_root('PyTorch')
+        if not root:
+            return None
+        return record.read_fingerprint(root) or installation_fingerprints(root)[0]
+
+    def make_module_extra(self, *args, **kwargs):
+        """For torch, set the provider variable that module guards compare."""
+        txt = super().make_module_extra(*args, **kwargs)
+        if self.fingerprint is not None and self.fingerprint.role == 'provider':
+            txt += self.module_generator.set_environment(record.PROVIDER_VARIABLE, self.fingerprint.abi_tag)
+        return txt

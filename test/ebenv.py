@@ -1,0 +1,162 @@
+"""A real EasyBuild + Lmod environment for integration tests.
+
+EasyBuild runs as `python -m easybuild.main` with a temporary install path; the Python
+dependency is a hand-written Lmod module around a venv of this machine's Python (with the
+runtime requirements of torch preinstalled, as a site's Python + SciPy-bundle would have).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shlex
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+LMOD_INIT = Path("/usr/share/lmod/lmod/init/bash")
+LMOD_CMD = Path("/usr/share/lmod/lmod/libexec/lmod")
+# What torch and torchvision import at run time and what `pip check` wants of them.
+PYTHON_PACKAGES = ("typing-extensions", "sympy", "filelock", "jinja2", "fsspec", "networkx",
+                   "numpy", "pillow", "setuptools>=77", "wheel")
+PYTHON_VERSION = ".".join(str(v) for v in sys.version_info[:3])
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def make_python_root(cache: Path) -> Path:
+    """A venv of this Python with torch's runtime requirements; cached, it changes rarely."""
+    key = hashlib.sha256(repr((sys.executable, PYTHON_PACKAGES)).encode()).hexdigest()[:12]
+    root = cache / f"pyroot-{key}"
+    if (root / ".complete").exists():
+        return root
+    subprocess.run([sys.executable, "-m", "venv", "--clear", str(root)], check=True)
+    subprocess.run(
+        [str(root / "bin" / "python"), "-m", "pip", "install", "--quiet",
+         "--disable-pip-version-check", *PYTHON_PACKAGES],
+        check=True,
+    )
+    (root / ".complete").touch()
+    return root
+
+
+@dataclass
+class EasyBuildEnv:
+    """Paths and environment of one EasyBuild installation used by a test session."""
+
+    root: Path
+    python_root: Path
+
+    @property
+    def installpath(self) -> Path:
+        return self.root / "install"
+
+    @property
+    def sourcepath(self) -> Path:
+        return self.root / "sources"
+
+    @property
+    def site_modules(self) -> Path:
+        return self.root / "site-modules"
+
+    @property
+    def modulepath(self) -> str:
+        return f"{self.installpath / 'modules' / 'all'}:{self.site_modules}"
+
+    def setup(self) -> EasyBuildEnv:
+        for path in (self.installpath, self.sourcepath, self.site_modules / "Python"):
+            path.mkdir(parents=True, exist_ok=True)
+        (self.site_modules / "Python" / f"{PYTHON_VERSION}.lua").write_text(textwrap.dedent(f"""\
+            help([[Python {PYTHON_VERSION} of this machine, in a venv]])
+            whatis("Description: Python {PYTHON_VERSION} (torchstack test stand-in)")
+            setenv("EBROOTPYTHON", "{self.python_root}")
+            setenv("EBVERSIONPYTHON", "{PYTHON_VERSION}")
+            prepend_path("PATH", "{self.python_root / 'bin'}")
+            """))
+        return self
+
+    def environ(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("EASYBUILD_", "LMOD", "_LMFILES_", "LOADEDMODULES", "EBROOT",
+                                    "EBVERSION", "MODULE", "__LMOD"))}
+        env.update(
+            LMOD_CMD=str(LMOD_CMD),
+            MODULEPATH=self.modulepath,
+            EASYBUILD_PREFIX=str(self.root / "eb"),
+            EASYBUILD_INSTALLPATH=str(self.installpath),
+            EASYBUILD_SOURCEPATH=str(self.sourcepath),
+            EASYBUILD_BUILDPATH=str(self.root / "build"),
+            EASYBUILD_MODULES_TOOL="Lmod",
+            EASYBUILD_MODULE_SYNTAX="Lua",
+            EASYBUILD_TMPDIR=str(self.root / "tmp"),
+        )
+        return env
+
+    def stage_source(self, software: str, wheel: Path, filename: str | None = None) -> Path:
+        """Put a wheel where eb looks for the sources of `software`."""
+        folder = self.sourcepath / software[0].lower() / software
+        folder.mkdir(parents=True, exist_ok=True)
+        target = folder / (filename or wheel.name)
+        if target.is_symlink() or target.exists():
+            target.unlink()
+        target.symlink_to(wheel.resolve())
+        return target
+
+    def eb(self, easyconfig: Path, *options: str) -> subprocess.CompletedProcess[str]:
+        """Run the real eb with torchstack's easyblocks; returns its output, never raises."""
+        from torchstack.paths import easyblocks_path
+
+        easyblocks = ",".join(str(p) for p in sorted(easyblocks_path().glob("*.py"))
+                              if p.name != "__init__.py")
+        command = [sys.executable, "-m", "easybuild.main", str(easyconfig),
+                   "--allow-use-as-root-and-accept-consequences",
+                   f"--include-easyblocks={easyblocks}", *options]
+        return subprocess.run(command, env=self.environ(), capture_output=True, text=True,
+                              cwd=self.root, check=False)
+
+    def shell(self, script: str) -> subprocess.CompletedProcess[str]:
+        """Run bash with Lmod initialised; `module` commands work as a user's would."""
+        full = f"source {shlex.quote(str(LMOD_INIT))}\nset -e\n{script}\n"
+        return subprocess.run(["bash", "-c", full], env=self.environ(), capture_output=True,
+                              text=True, cwd=self.root, check=False)
+
+
+def wheel_easyconfig(
+    path: Path, name: str, version: str, exts: list[tuple[str, str, Path, str]],
+    dependencies: list[tuple[str, ...]] | None = None, versionsuffix: str = "-whl",
+    extra: str = "",
+) -> Path:
+    """Write a PyTorchWheels easyconfig; exts are (name, version, wheel, sha256)."""
+    deps: list[tuple[str, ...]] = [("Python", PYTHON_VERSION), *(dependencies or [])]
+    ext_lines = "\n".join(
+        f"    ({ext!r}, {ver!r}, {{\n"
+        f"        'sources': [{wheel.name!r}],\n"
+        f"        'checksums': [{{{wheel.name!r}: {checksum!r}}}],\n"
+        f"    }}),"
+        for ext, ver, wheel, checksum in exts
+    )
+    path.write_text(textwrap.dedent(f"""\
+        easyblock = 'PyTorchWheels'
+
+        name = {name!r}
+        version = {version!r}
+        versionsuffix = {versionsuffix!r}
+
+        homepage = 'https://pytorch.org/'
+        description = "{name} from wheels (torchstack test)"
+
+        toolchain = SYSTEM
+
+        dependencies = {deps!r}
+
+        exts_list = [
+        """) + ext_lines + "\n]\n" + extra + "\nmoduleclass = 'ai'\n")
+    return path

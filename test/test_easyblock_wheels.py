@@ -1,0 +1,152 @@
+"""PyTorchWheels with the real eb and Lmod: torch 2.13.0+cpu and consumers on top of it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from conftest import cache_dir, cache_lock
+from ebenv import EasyBuildEnv, sha256, wheel_easyconfig
+from extension_src import build_extension_wheel
+from wheelbuild import build_wheel
+
+from torchstack.fingerprint import fingerprint_path
+from torchstack.record import FINGERPRINT_FILE
+
+Factory = Callable[[str], Path]
+PYTORCH_DEP = ("PyTorch", "2.13.0", "-whl")
+
+
+def _installdir(eb_env: EasyBuildEnv, name: str, version: str) -> Path:
+    return eb_env.installpath / "software" / name / version
+
+
+def _consumer(eb_env: EasyBuildEnv, name: str, version: str, wheel: Path,
+              checksum: str | None = None, extra: str = "") -> Path:
+    eb_env.stage_source(name, wheel)
+    return wheel_easyconfig(
+        eb_env.root / f"{name}-{version}-whl.eb", name, version,
+        [(name, version, wheel, checksum or sha256(wheel))],
+        dependencies=[PYTORCH_DEP], extra=extra,
+    )
+
+
+@pytest.fixture(scope="session")
+def toy_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A pure-Python consumer: imports torch, requires torch>=2.13."""
+    code = b"import torch\n\ndef double(x):\n    return torch.as_tensor(x) * 2\n"
+    return build_wheel(tmp_path_factory.mktemp("toy"), "torchtoy", "1.0",
+                       {"torchtoy/__init__.py": code}, requires=("torch>=2.13",))
+
+
+class TestTorchModule:
+    def test_loads_and_imports(self, eb_env: EasyBuildEnv, pytorch_cpu_module: str) -> None:
+        result = eb_env.shell(
+            f"module load {pytorch_cpu_module}\n"
+            "python -c 'import torch; print(torch.__version__, int(torch.ones(3).sum()))'\n"
+            "echo ABI=$TORCHSTACK_TORCH_ABI\n"
+            f"module whatis {pytorch_cpu_module} 2>&1"
+        )
+        assert result.returncode == 0, result.stderr
+        assert "2.13.0+cpu 3" in result.stdout
+        assert "ABI=torch-2.13.0-cxx11-cpu" in result.stdout
+        assert "torchstack: provider torch-2.13.0-cxx11-cpu" in result.stdout + result.stderr
+
+    def test_fingerprint_file(self, eb_env: EasyBuildEnv, pytorch_cpu_module: str,
+                              real_wheel: Factory) -> None:
+        installdir = _installdir(eb_env, "PyTorch", "2.13.0-whl")
+        recorded = json.loads((installdir / FINGERPRINT_FILE).read_text())
+        assert recorded == fingerprint_path(real_wheel("torch-2.13.0")).to_json()
+        assert fingerprint_path(installdir).abi_tag == "torch-2.13.0-cxx11-cpu"
+
+    def test_installed_metadata_is_pip_compatible(
+        self, eb_env: EasyBuildEnv, pytorch_cpu_module: str
+    ) -> None:
+        result = eb_env.shell(f"module load {pytorch_cpu_module}\npython -m pip check\n"
+                              "python -m pip list 2>/dev/null | grep -i '^torch '")
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "2.13.0+cpu" in result.stdout
+
+
+class TestConsumers:
+    def test_pure_python_consumer(self, eb_env: EasyBuildEnv, pytorch_cpu_module: str,
+                                  toy_wheel: Path) -> None:
+        result = eb_env.eb(_consumer(eb_env, "torchtoy", "1.0", toy_wheel))
+        assert result.returncode == 0, result.stdout[-3000:]
+        run = eb_env.shell("module load torchtoy/1.0-whl\n"
+                           "python -c 'import torchtoy; print(int(torchtoy.double(21)))'")
+        assert run.returncode == 0, run.stderr
+        assert run.stdout.strip() == "42"
+        recorded = fingerprint_path(_installdir(eb_env, "torchtoy", "1.0-whl"))
+        assert (recorded.link, recorded.requires_torch) == ("python", ">=2.13")
+
+    def test_cpp_extension_consumer(self, eb_env: EasyBuildEnv, pytorch_cpu_module: str,
+                                    real_tree: Factory) -> None:
+        with cache_lock("demo-ext"):
+            wheel = build_extension_wheel(cache_dir(), eb_env.python_root / "bin" / "python",
+                                          real_tree("torch-2.13.0"))
+        result = eb_env.eb(_consumer(eb_env, "torchstack_demo_ext", "0.1", wheel))
+        assert result.returncode == 0, result.stdout[-3000:]
+        run = eb_env.shell(
+            "module load torchstack_demo_ext/0.1-whl\n"
+            "python -c 'import torch, torchstack_demo_ext as e; print(e.add_one(torch.zeros(2)))'"
+        )
+        assert run.returncode == 0, run.stderr
+        assert "tensor([1., 1.])" in run.stdout
+        installdir = _installdir(eb_env, "torchstack_demo_ext", "0.1-whl")
+        recorded = json.loads((installdir / FINGERPRINT_FILE).read_text())
+        # No pin in its metadata: the release is the PyTorch module it was installed on.
+        assert recorded["link"] == "cxx"
+        assert recorded["abi_tag"] == "torch-2.13.0-cxx11-cpu"
+
+    def test_cuda_consumer_refused_on_cpu_torch(
+        self, eb_env: EasyBuildEnv, pytorch_cpu_module: str, real_wheel: Factory
+    ) -> None:
+        wheel = real_wheel("torchvision-0.28.0")
+        result = eb_env.eb(_consumer(eb_env, "torchvision", "0.28.0", wheel))
+        assert result.returncode != 0
+        assert "torchvision 0.28.0 links libtorch_cuda.so (cu13)" in result.stdout
+        assert "CPU-only" in result.stdout
+
+
+class TestFailures:
+    def test_wrong_checksum_then_fixed(self, eb_env: EasyBuildEnv, pytorch_cpu_module: str,
+                                       tmp_path: Path) -> None:
+        wheel = build_wheel(tmp_path, "torchsum", "1.0", {"torchsum/__init__.py": b""},
+                            requires=("torch",))
+        bad = _consumer(eb_env, "torchsum", "1.0", wheel, checksum="0" * 64)
+        result = eb_env.eb(bad)
+        assert result.returncode != 0
+        assert "Checksum verification" in result.stdout
+        fixed = _consumer(eb_env, "torchsum", "1.0", wheel)
+        assert eb_env.eb(fixed).returncode == 0
+
+    def test_wheel_for_other_python(self, eb_env: EasyBuildEnv, pytorch_cpu_module: str,
+                                    tmp_path: Path) -> None:
+        wheel = build_wheel(tmp_path, "torchold", "1.0", {"torchold/__init__.py": b""},
+                            tag="cp38-cp38-manylinux_2_28_x86_64")
+        result = eb_env.eb(_consumer(eb_env, "torchold", "1.0", wheel))
+        assert result.returncode != 0
+        assert "torchstack: wheel does not fit" in result.stdout
+        assert "cp38-cp38-manylinux_2_28_x86_64" in result.stdout
+
+    def test_missing_wheel(self, eb_env: EasyBuildEnv, pytorch_cpu_module: str,
+                           tmp_path: Path) -> None:
+        wheel = build_wheel(tmp_path, "torchgone", "1.0", {"torchgone/__init__.py": b""})
+        easyconfig = wheel_easyconfig(
+            eb_env.root / "torchgone-1.0-whl.eb", "torchgone", "1.0",
+            [("torchgone", "1.0", wheel, sha256(wheel))], dependencies=[PYTORCH_DEP],
+        )
+        result = eb_env.eb(easyconfig)  # the wheel was never staged in the source path
+        assert result.returncode != 0
+        assert "Couldn't find file torchgone-1.0-py3-none-any.whl" in result.stdout
+
+    def test_unknown_cuda_libs(self, eb_env: EasyBuildEnv, pytorch_cpu_module: str,
+                               tmp_path: Path) -> None:
+        wheel = build_wheel(tmp_path, "torchbad", "1.0", {"torchbad/__init__.py": b""})
+        easyconfig = _consumer(eb_env, "torchbad", "1.0", wheel, extra="cuda_libs = 'conda'\n")
+        result = eb_env.eb(easyconfig)
+        assert result.returncode != 0
+        assert "torchstack: cuda_libs = 'conda' is not one of wheels, modules" in result.stderr

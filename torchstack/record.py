@@ -1,0 +1,43 @@
+"""Record a fingerprint in an installation and in its module file."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from torchstack.fingerprint import Fingerprint
+
+FINGERPRINT_FILE = Path("easybuild") / "torchstack-fingerprint.json"
+PROVIDER_VARIABLE = "TORCHSTACK_TORCH_ABI"
+
+
+def write_fingerprint(installdir: str | Path, fingerprint: Fingerprint) -> Path:
+    """Write <installdir>/easybuild/torchstack-fingerprint.json atomically."""
+    target = Path(installdir) / FINGERPRINT_FILE
+    target.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(fingerprint.to_json(), indent=2) + "\n"
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".fingerprint-", suffix=".json")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return target
+
+
+def read_fingerprint(installdir: str | Path) -> Fingerprint | None:
+    """The fingerprint an installation recorded, None when it has none."""
+    path = Path(installdir) / FINGERPRINT_FILE
+    if not path.is_file():
+        return None
+    return Fingerprint.from_json(json.loads(path.read_text(encoding="utf-8")))
+
+
+def whatis_line(fingerprint: Fingerprint) -> str:
+    """The module's whatis text that names the fingerprint."""
+    return f"torchstack: {fingerprint.role} {fingerprint.abi_tag}"

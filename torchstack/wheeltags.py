@@ -1,0 +1,37 @@
+"""Whether a wheel fits a Python version and a host architecture, by PEP 425 tags."""
+
+from __future__ import annotations
+
+from packaging import tags
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+from torchstack.errors import TorchstackError
+
+
+class WheelTagError(TorchstackError):
+    """A wheel whose filename does not parse, or whose tags fit neither Python nor host."""
+
+
+def supported_tags(python_version: tuple[int, int], arch: str) -> frozenset[tags.Tag]:
+    """Tags a CPython of `python_version` accepts on a manylinux host of `arch`."""
+    platforms = [p for p in tags.platform_tags() if p.endswith(arch)] or [f"linux_{arch}"]
+    interpreter = f"cp{python_version[0]}{python_version[1]}"
+    return frozenset(
+        [
+            *tags.cpython_tags(python_version, platforms=platforms),
+            *tags.compatible_tags(python_version, interpreter, platforms),
+        ]
+    )
+
+
+def misfit(filename: str, python_version: tuple[int, int], arch: str) -> str | None:
+    """Why `filename` cannot be installed for that Python and architecture, or None."""
+    try:
+        _, _, _, wheel_tags = parse_wheel_filename(filename.replace("%2B", "+"))
+    except InvalidWheelFilename as exc:
+        raise WheelTagError(f"{filename!r} is not a valid wheel filename: {exc}") from exc
+    if wheel_tags & supported_tags(python_version, arch):
+        return None
+    offered = ", ".join(sorted(str(t) for t in wheel_tags))
+    return (f"{filename} is for {offered}, not for Python "
+            f"{python_version[0]}.{python_version[1]} on {arch}")
