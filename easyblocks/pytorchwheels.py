@@ -8,6 +8,7 @@ by the torchstack library; this file is glue.
 """
 import os
 import platform
+from pathlib import Path
 
 from easybuild.easyblocks.generic.pythonbundle import PythonBundle
 from easybuild.framework.easyconfig import CUSTOM
@@ -15,7 +16,7 @@ from easybuild.tools.build_log import EasyBuildError
 from easybuild.tools.modules import get_software_root, get_software_version
 from easybuild.tools.run import run_shell_cmd
 
-from torchstack import TorchstackError, compat, installer, record, wheeltags
+from torchstack import TorchstackError, compat, cudalibs, installer, record, wheeltags
 from torchstack.fingerprint import installation_fingerprints
 
 CUDA_LIBS_CHOICES = ('wheels', 'modules')
@@ -40,6 +41,11 @@ class PyTorchWheels(PythonBundle):
         if self.cfg['cuda_libs'] not in CUDA_LIBS_CHOICES:
             raise EasyBuildError("torchstack: cuda_libs = %r is not one of %s",
                                  self.cfg['cuda_libs'], ', '.join(CUDA_LIBS_CHOICES))
+        if self.cfg['cuda_libs'] == 'modules':
+            wheels = cudalibs.wheel_projects(ext[0] for ext in self.cfg['exts_list'] if isinstance(ext, tuple))
+            if wheels:
+                raise EasyBuildError("torchstack: cuda_libs = 'modules' installs no CUDA wheels, but exts_list has %s",
+                                     ', '.join(wheels))
         self.fingerprint = None
 
     def install_all_extensions(self, install=True):
@@ -73,6 +79,8 @@ class PyTorchWheels(PythonBundle):
         """Fingerprint the installation and check its consumers against the torch they run on."""
         super().post_processing_step()
         try:
+            if self.cfg['cuda_libs'] == 'modules':
+                self._satisfy_cuda_pins_with_modules()
             own_torch, consumers = installation_fingerprints(self.installdir)
             provider = own_torch or self._dependency_provider()
             if provider is not None:
@@ -88,6 +96,18 @@ class PyTorchWheels(PythonBundle):
                 self.cfg['whatis'] = (self.cfg['whatis'] or []) + [record.whatis_line(self.fingerprint)]
         except TorchstackError as err:
             raise EasyBuildError("torchstack: %s", err) from err
+
+    def _satisfy_cuda_pins_with_modules(self):
+        """Match torch's CUDA wheel pins to dependency modules, check versions, write stand-ins."""
+        provided = {}
+        for dep in self.cfg.dependencies():
+            root = get_software_root(dep['name'])
+            if root:
+                provided[dep['name']] = cudalibs.Provided(dep['name'], get_software_version(dep['name']), Path(root))
+        pyver = '.'.join(get_software_version('Python').split('.')[:2])
+        site_packages = Path(self.installdir) / self.pylibdir
+        for line in cudalibs.satisfy_with_modules(site_packages, pyver, platform.machine(), provided):
+            self.log.info("torchstack: %s", line)
 
     def _dependency_provider(self):
         """The fingerprint of the PyTorch module this installation runs on, if any."""

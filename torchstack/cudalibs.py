@@ -1,0 +1,253 @@
+"""CUDA libraries pinned by a torch wheel, satisfied by a site's EasyBuild modules.
+
+A CUDA torch wheel pins exact nvidia-* wheels (cuDNN, NCCL, cuBLAS, ...) or, since CUDA 13,
+`cuda-toolkit[cublas,cudart,...]==X`. With `cuda_libs = 'modules'` none of them is installed:
+each pin is matched to the module that provides the library, its real version is checked
+against the pin, and a dist-info says which module stands in for the wheel.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.markers import default_environment
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from torchstack.errors import TorchstackError
+
+log = logging.getLogger(__name__)
+
+
+class CudaLibsError(TorchstackError):
+    """A pinned CUDA library that no dependency module provides, or provides in a bad version."""
+
+
+@dataclass(frozen=True)
+class Library:
+    """A library of the CUDA ecosystem: the module that provides it and its file name stem."""
+
+    module: str
+    stem: str | None  # libcudnn.so -> "libcudnn"; None for header-only packages (nvtx)
+    own_series: bool  # versioned on its own (cuDNN 9.x), not with the CUDA toolkit
+
+
+# Wheel projects (without -cu12/-cu13) and the cuda-toolkit extras they correspond to.
+LIBRARIES: Mapping[str, Library] = {
+    "nvidia-cudnn": Library("cuDNN", "libcudnn", True),
+    "nvidia-nccl": Library("NCCL", "libnccl", True),
+    "nvidia-cusparselt": Library("cuSPARSELt", "libcusparseLt", True),
+    "nvidia-nvshmem": Library("NVSHMEM", "libnvshmem_host", True),
+    "nvidia-cudss": Library("cuDSS", "libcudss", True),
+    "nvidia-cuda-runtime": Library("CUDA", "libcudart", False),
+    "nvidia-cublas": Library("CUDA", "libcublas", False),
+    "nvidia-cufft": Library("CUDA", "libcufft", False),
+    "nvidia-curand": Library("CUDA", "libcurand", False),
+    "nvidia-cusolver": Library("CUDA", "libcusolver", False),
+    "nvidia-cusparse": Library("CUDA", "libcusparse", False),
+    "nvidia-cufile": Library("CUDA", "libcufile", False),
+    "nvidia-nvjitlink": Library("CUDA", "libnvJitLink", False),
+    "nvidia-cuda-nvrtc": Library("CUDA", "libnvrtc", False),
+    "nvidia-cuda-cupti": Library("CUDA", "libcupti", False),
+    "nvidia-nvtx": Library("CUDA", None, False),
+}
+TOOLKIT_EXTRAS: Mapping[str, str] = {
+    "cudart": "nvidia-cuda-runtime", "cublas": "nvidia-cublas", "cufft": "nvidia-cufft",
+    "curand": "nvidia-curand", "cusolver": "nvidia-cusolver", "cusparse": "nvidia-cusparse",
+    "cufile": "nvidia-cufile", "nvjitlink": "nvidia-nvjitlink", "nvrtc": "nvidia-cuda-nvrtc",
+    "cupti": "nvidia-cuda-cupti", "nvtx": "nvidia-nvtx",
+}
+TOOLKIT = "cuda-toolkit"
+_CUDA_SUFFIX = re.compile(r"-cu\d+$")
+
+
+@dataclass(frozen=True)
+class Pin:
+    """One pinned requirement of torch on a CUDA wheel, with the libraries it stands for."""
+
+    requirement: str
+    project: str
+    version: str
+    libraries: tuple[Library, ...]
+
+    @property
+    def module(self) -> str:
+        return self.libraries[0].module
+
+
+@dataclass(frozen=True)
+class Provided:
+    """What a dependency module provides: its name, version and install root."""
+
+    name: str
+    version: str
+    root: Path
+
+
+def cuda_pins(requires_dist: Iterable[str], python_version: str, arch: str) -> list[Pin]:
+    """torch's exact pins on CUDA wheels that apply to that Python on Linux and `arch`."""
+    environment: dict[str, str] = {k: str(v) for k, v in default_environment().items()}
+    environment.update(python_version=python_version, platform_system="Linux",
+                       sys_platform="linux", platform_machine=arch, extra="")
+    pins = []
+    for line in requires_dist:
+        pin = _pin(line, environment)
+        if pin is not None:
+            pins.append(pin)
+    return pins
+
+
+def _pin(line: str, environment: dict[str, str]) -> Pin | None:
+    try:
+        requirement = Requirement(line)
+    except InvalidRequirement:
+        return None
+    if requirement.marker is not None and not requirement.marker.evaluate(environment):
+        return None
+    project = _CUDA_SUFFIX.sub("", canonicalize_name(requirement.name))
+    exact = [s.version for s in requirement.specifier if s.operator == "=="]
+    if project == TOOLKIT:
+        libraries = tuple(LIBRARIES[TOOLKIT_EXTRAS[e]] for e in sorted(requirement.extras)
+                          if e in TOOLKIT_EXTRAS) or (LIBRARIES["nvidia-cuda-runtime"],)
+    elif project in LIBRARIES:
+        libraries = (LIBRARIES[project],)
+    else:
+        return None
+    if not exact:
+        raise CudaLibsError(f"torch requires {line!r}, not an exact pin that can be checked")
+    return Pin(line.split(";")[0].strip(), canonicalize_name(requirement.name), exact[0],
+               libraries)
+
+
+def check_pin(pin: Pin, provided: Provided) -> str | None:
+    """Why `provided` cannot stand in for `pin`, or None when it can."""
+    wanted = _version(pin.version, pin.requirement)
+    for library in pin.libraries:
+        problem = _check_library(pin, library, wanted, provided)
+        if problem:
+            return problem
+    return None
+
+
+def _check_library(pin: Pin, library: Library, wanted: Version, provided: Provided) -> str | None:
+    who = f"module {provided.name}/{provided.version}"
+    if library.stem is None:
+        return None
+    found = library_files(provided.root, library.stem)
+    if not found:
+        return f"torch pins {pin.requirement}; {who} has no {library.stem}.so.*"
+    if pin.project == TOOLKIT:  # the toolkit's version is the CUDA version
+        return _series_problem(pin, who, f"CUDA {provided.version}", wanted,
+                               _version(provided.version, who))
+    own = library_version(found)
+    if own is None and not library.own_series:
+        # cuBLAS, cuFFT ... carry their own numbers, unrelated to the CUDA module's version.
+        log.debug("%s: no version in the file name of %s; presence checked", who, found[0])
+        return None
+    text = own or provided.version
+    return _series_problem(pin, who, f"{library.stem} {text}", wanted, _version(text, who))
+
+
+def _series_problem(pin: Pin, who: str, what: str, wanted: Version, have: Version) -> str | None:
+    """Same major (same minor for 0.x), not older than the pin in major.minor."""
+    same_series = have.major == wanted.major and (wanted.major != 0 or have.minor == wanted.minor)
+    if not same_series:
+        return f"torch pins {pin.requirement}; {who} provides {what}, another major"
+    if have.release[:2] < wanted.release[:2]:
+        return f"torch pins {pin.requirement}; {who} provides {what}, older than the pin"
+    return None
+
+
+def library_files(root: Path, stem: str) -> list[Path]:
+    """`stem`.so.N* files in the lib folders of a module's root, most specific name first."""
+    found: list[Path] = []
+    for folder in (root / "lib64", root / "lib"):
+        if folder.is_dir():
+            found += sorted(folder.glob(f"{stem}.so.*"), key=lambda p: -len(p.name))
+    return found
+
+
+def library_version(files: list[Path]) -> str | None:
+    """The full version in a library's real file name (libcudnn.so.9.24.0 -> 9.24.0)."""
+    for path in files:
+        real = os.path.basename(os.path.realpath(path))
+        match = re.search(r"\.so\.(\d+(?:\.\d+)+)$", real)
+        if match:
+            return match.group(1)
+    return None
+
+
+def _version(text: str, where: str) -> Version:
+    try:
+        return Version(text)
+    except InvalidVersion as exc:
+        raise CudaLibsError(f"{where}: {text!r} is not a version") from exc
+
+
+def match_modules(pins: list[Pin], provided: Mapping[str, Provided]) -> list[tuple[Pin, Provided]]:
+    """Each pin with the dependency module that provides it; every missing one at once."""
+    missing = sorted({p.module for p in pins if p.module not in provided})
+    if missing:
+        names = ", ".join(f"{p.requirement} ({p.module})" for p in pins if p.module in missing)
+        raise CudaLibsError(
+            f"cuda_libs = 'modules', but no dependency provides {', '.join(missing)}, "
+            f"which torch pins: {names}"
+        )
+    return [(p, provided[p.module]) for p in pins]
+
+
+def write_stand_in(site_packages: Path, pin: Pin, provided: Provided) -> Path:
+    """A dist-info that satisfies `pip check` for `pin` and says which module provides it."""
+    name = pin.project.replace("-", "_")
+    dist_info = site_packages / f"{name}-{pin.version}.dist-info"
+    dist_info.mkdir(parents=True, exist_ok=True)
+    summary = f"provided by the EasyBuild module {provided.name}/{provided.version} (torchstack)"
+    files = {
+        "METADATA": f"Metadata-Version: 2.1\nName: {pin.project}\nVersion: {pin.version}\n"
+                    f"Summary: {summary}\n",
+        "INSTALLER": "torchstack\n",
+        "PROVIDED_BY": f"{provided.name}/{provided.version} {provided.root}\n",
+    }
+    for filename, text in files.items():
+        (dist_info / filename).write_text(text, encoding="utf-8")
+    record = "".join(f"{dist_info.name}/{f},,\n" for f in [*files, "RECORD"])
+    (dist_info / "RECORD").write_text(record, encoding="utf-8")
+    log.debug("%s stands in for %s", dist_info, pin.requirement)
+    return dist_info
+
+
+def satisfy_with_modules(
+    site_packages: Path, python_version: str, arch: str, provided: Mapping[str, Provided]
+) -> list[str]:
+    """Check torch's CUDA pins against the modules and write their stand-in dist-infos.
+
+    Returns one line per pin saying which module satisfies it; raises with every problem.
+    """
+    from torchstack.distributions import tree_distributions
+
+    torch = [d for d in tree_distributions(site_packages) if d.key == "torch"]
+    if not torch:
+        return []
+    pairs = match_modules(cuda_pins(torch[0].requires_dist, python_version, arch), provided)
+    problems = [p for p in (check_pin(pin, module) for pin, module in pairs) if p]
+    if problems:
+        raise CudaLibsError("; ".join(problems))
+    for pin, module in pairs:
+        write_stand_in(site_packages, pin, module)
+    return [f"{pin.requirement} <- {module.name}/{module.version}" for pin, module in pairs]
+
+
+def wheel_projects(names: Iterable[str]) -> list[str]:
+    """The names among `names` that are CUDA library wheels (nvidia-*, cuda-toolkit)."""
+    found = []
+    for name in names:
+        project = _CUDA_SUFFIX.sub("", canonicalize_name(name))
+        if project in LIBRARIES or project == TOOLKIT:
+            found.append(name)
+    return found
