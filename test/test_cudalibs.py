@@ -142,7 +142,8 @@ class TestCheckPin:
         assert "has no libnccl.so.*" in (check_pin(pin, Provided("NCCL", "2.30.7", root)) or "")
 
     def test_zero_major_needs_same_minor(self, tmp_path: Path) -> None:
-        root = module_root(tmp_path / "cuSPARSELt", {"libcusparseLt.so.0": "libcusparseLt.so.0.7.1"})
+        libraries = {"libcusparseLt.so.0": "libcusparseLt.so.0.7.1"}
+        root = module_root(tmp_path / "cuSPARSELt", libraries)
         pin = cuda_pins(['nvidia-cusparselt-cu13==0.8.1'], "3.11", "x86_64")[0]
         problem = check_pin(pin, Provided("cuSPARSELt", "0.7.1", root))
         assert "another major" in (problem or "")
