@@ -17,6 +17,7 @@ from easybuild.tools.modules import get_software_root, get_software_version
 from easybuild.tools.run import run_shell_cmd
 
 from torchstack import TorchstackError, compat, cudalibs, installer, record, wheeltags
+from torchstack.distributions import open_wheel
 from torchstack.fingerprint import installation_fingerprints
 
 CUDA_LIBS_CHOICES = ('wheels', 'modules')
@@ -55,9 +56,12 @@ class PyTorchWheels(PythonBundle):
             super().install_all_extensions(install=install)
             return
         self._check_wheel_tags(ext.src for ext in wheels)
+        cuda_plan = self._cuda_modules_plan(ext.src for ext in wheels)
         cmd = installer.install_command(self.python_cmd, self.installdir, [ext.src for ext in wheels])
         self.log.info("Installing %d wheels with one command", len(wheels))
         run_shell_cmd(' '.join(cmd))
+        for line in cudalibs.write_stand_ins(Path(self.installdir) / self.pylibdir, cuda_plan):
+            self.log.info("torchstack: %s", line)
         others = [ext for ext in self.ext_instances if ext not in wheels]
         if others:
             all_instances, self.ext_instances = self.ext_instances, others
@@ -79,8 +83,6 @@ class PyTorchWheels(PythonBundle):
         """Fingerprint the installation and check its consumers against the torch they run on."""
         super().post_processing_step()
         try:
-            if self.cfg['cuda_libs'] == 'modules':
-                self._satisfy_cuda_pins_with_modules()
             own_torch, consumers = installation_fingerprints(self.installdir)
             provider = own_torch or self._dependency_provider()
             if provider is not None:
@@ -97,17 +99,22 @@ class PyTorchWheels(PythonBundle):
         except TorchstackError as err:
             raise EasyBuildError("torchstack: %s", err) from err
 
-    def _satisfy_cuda_pins_with_modules(self):
-        """Match torch's CUDA wheel pins to dependency modules, check versions, write stand-ins."""
+    def _cuda_modules_plan(self, paths):
+        """With cuda_libs = 'modules': which dependency module satisfies each CUDA pin of torch."""
+        torch_wheels = [p for p in paths if os.path.basename(p).startswith('torch-')]
+        if self.cfg['cuda_libs'] != 'modules' or not torch_wheels:
+            return []
         provided = {}
         for dep in self.cfg.dependencies():
             root = get_software_root(dep['name'])
             if root:
                 provided[dep['name']] = cudalibs.Provided(dep['name'], get_software_version(dep['name']), Path(root))
         pyver = '.'.join(get_software_version('Python').split('.')[:2])
-        site_packages = Path(self.installdir) / self.pylibdir
-        for line in cudalibs.satisfy_with_modules(site_packages, pyver, platform.machine(), provided):
-            self.log.info("torchstack: %s", line)
+        try:
+            with open_wheel(Path(torch_wheels[0])) as torch:
+                return cudalibs.plan_with_modules(torch.requires_dist, pyver, platform.machine(), provided)
+        except TorchstackError as err:
+            raise EasyBuildError("torchstack: %s", err) from err
 
     def _dependency_provider(self):
         """The fingerprint of the PyTorch module this installation runs on, if any."""

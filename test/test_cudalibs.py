@@ -14,9 +14,10 @@ from torchstack.cudalibs import (
     cuda_pins,
     library_version,
     match_modules,
-    satisfy_with_modules,
+    plan_with_modules,
     wheel_projects,
     write_stand_in,
+    write_stand_ins,
 )
 from torchstack.distributions import tree_distributions
 
@@ -149,6 +150,15 @@ class TestCheckPin:
         assert "another major" in (problem or "")
 
 
+class TestPlan:
+    def test_every_problem_at_once(self, tmp_path: Path, modules: dict[str, Provided]) -> None:
+        old_nccl = module_root(tmp_path / "NCCL-old", {"libnccl.so.2": "libnccl.so.2.18.1"})
+        old = dict(modules, cuDNN=Provided("cuDNN", "9.1.0", tmp_path / "none"),
+                   NCCL=Provided("NCCL", "2.18.1", old_nccl))
+        with pytest.raises(CudaLibsError, match=r"has no libcudnn.*; .*libnccl 2.18.1, older"):
+            plan_with_modules(TORCH_2_14_1, "3.11", "x86_64", old)
+
+
 class TestMatchModules:
     def test_every_missing_module_named(self, modules: dict[str, Provided]) -> None:
         pins = cuda_pins(TORCH_2_14_1, "3.11", "x86_64")
@@ -167,16 +177,13 @@ class TestStandIn:
         provided_by = (tmp_path / "nvidia_cudnn_cu13-9.24.0.43.dist-info" / "PROVIDED_BY")
         assert provided_by.read_text().startswith("cuDNN/9.24.0.43-CUDA-13.0.2 ")
 
-    def test_satisfy_with_modules_writes_every_pin(
-        self, tmp_path: Path, modules: dict[str, Provided]
-    ) -> None:
+    def test_plan_then_write_every_pin(self, tmp_path: Path, modules: dict[str, Provided]) -> None:
         site = tmp_path / "site-packages"
         dist_info = site / "torch-2.14.1.dist-info"
         dist_info.mkdir(parents=True)
-        metadata = "Name: torch\nVersion: 2.14.1\n" + "".join(
-            f"Requires-Dist: {r}\n" for r in TORCH_2_14_1)
-        (dist_info / "METADATA").write_text(metadata)
-        lines = satisfy_with_modules(site, "3.11", "x86_64", modules)
+        (dist_info / "METADATA").write_text("Name: torch\nVersion: 2.14.1\n")
+        plan = plan_with_modules(TORCH_2_14_1, "3.11", "x86_64", modules)
+        lines = write_stand_ins(site, plan)
         assert lines[1] == "nvidia-cudnn-cu13==9.24.0.43 <- cuDNN/9.24.0.43-CUDA-13.0.2"
         names = sorted(d.name for d in tree_distributions(site))
         assert names == ["cuda-toolkit", "nvidia-cudnn-cu13", "nvidia-nccl-cu13", "torch"]

@@ -222,22 +222,20 @@ def write_stand_in(site_packages: Path, pin: Pin, provided: Provided) -> Path:
     return dist_info
 
 
-def satisfy_with_modules(
-    site_packages: Path, python_version: str, arch: str, provided: Mapping[str, Provided]
-) -> list[str]:
-    """Check torch's CUDA pins against the modules and write their stand-in dist-infos.
-
-    Returns one line per pin saying which module satisfies it; raises with every problem.
-    """
-    from torchstack.distributions import tree_distributions
-
-    torch = [d for d in tree_distributions(site_packages) if d.key == "torch"]
-    if not torch:
-        return []
-    pairs = match_modules(cuda_pins(torch[0].requires_dist, python_version, arch), provided)
+def plan_with_modules(
+    requires_dist: Iterable[str], python_version: str, arch: str,
+    provided: Mapping[str, Provided],
+) -> list[tuple[Pin, Provided]]:
+    """Each CUDA pin of torch with the module that satisfies it; raises with every problem."""
+    pairs = match_modules(cuda_pins(requires_dist, python_version, arch), provided)
     problems = [p for p in (check_pin(pin, module) for pin, module in pairs) if p]
     if problems:
         raise CudaLibsError("; ".join(problems))
+    return pairs
+
+
+def write_stand_ins(site_packages: Path, pairs: list[tuple[Pin, Provided]]) -> list[str]:
+    """Write the stand-in dist-infos of a plan; one line per pin for the build log."""
     for pin, module in pairs:
         write_stand_in(site_packages, pin, module)
     return [f"{pin.requirement} <- {module.name}/{module.version}" for pin, module in pairs]
