@@ -14,6 +14,7 @@ are recorded. The targets are printed with whether they are met, but never enfor
 exit code is 0 unless a command fails or the fingerprint is wrong (then 1).
 
 Usage: python3 bench/fingerprint.py [--rounds N] [--json]
+(with --json, stdout is the JSON alone and the table goes to stderr)
 """
 
 from __future__ import annotations
@@ -391,7 +392,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--rounds", type=positive, default=DEFAULT_ROUNDS, help="measured rounds (default 7)"
     )
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the figures as JSON on stdout too (the table then goes to stderr)",
+    )
     args = parser.parse_args(argv)
     try:
         tree = prepare()
@@ -404,7 +409,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         log(f"error: {exc}")
         return 1
     data = figures(series, tree, args.rounds)
-    print(table(series, data))
+    # With --json, stdout is the JSON alone (for `> figures.json`), the table goes to stderr.
+    print(table(series, data), file=sys.stderr if args.json else sys.stdout)
     if args.json:
         print(json.dumps(data, indent=2))
     return 0

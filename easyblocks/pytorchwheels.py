@@ -17,7 +17,7 @@ from easybuild.tools.modules import get_software_root, get_software_version
 from easybuild.tools.run import run_shell_cmd
 
 from torchstack import TorchstackError, compat, cudalibs, installer, record, wheeltags
-from torchstack.distributions import open_wheel
+from torchstack.distributions import importable_top_level, open_wheel
 from torchstack.fingerprint import installation_fingerprints
 
 CUDA_LIBS_CHOICES = ('wheels', 'modules')
@@ -56,6 +56,10 @@ class PyTorchWheels(PythonBundle):
             super().install_all_extensions(install=install)
             return
         self._check_wheel_tags(ext.src for ext in wheels)
+        explicit = {e[0] for e in self.cfg['exts_list'] if len(e) > 2 and 'modulename' in e[2]}
+        for ext in wheels:
+            if ext.name not in explicit:  # import what the wheel installs, not its name
+                ext.options['modulename'] = importable_top_level(Path(ext.src)) or False
         cuda_plan = self._cuda_modules_plan(ext.src for ext in wheels)
         cmd = installer.install_command(self.python_cmd, self.installdir, [ext.src for ext in wheels])
         self.log.info("Installing %d wheels with one command", len(wheels))

@@ -225,3 +225,19 @@ def _top_level_paths(root: Path, meta_dir: Path) -> Iterator[str]:
         for dirpath, _, filenames in os.walk(root / package):
             for filename in filenames:
                 yield os.path.relpath(os.path.join(dirpath, filename), root)
+
+
+def importable_top_level(path: Path) -> list[str]:
+    """The top-level modules a wheel installs, for an import check (none for a metapackage)."""
+    with open_wheel(path) as dist:
+        names = dist.listing()
+    found = set()
+    for name in names:
+        top, _, rest = name.partition("/")
+        if top.endswith((".dist-info", ".data", ".libs")) or top.startswith("_"):
+            continue
+        if rest == "__init__.py" or (not rest and top.endswith(".py")):
+            found.add(top.removesuffix(".py"))
+        elif not rest and ".cpython-" in top and top.endswith(".so"):
+            found.add(top.split(".")[0])
+    return sorted(found)

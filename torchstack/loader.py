@@ -1,0 +1,383 @@
+"""Where glibc's ld.so finds each DT_NEEDED library of a shared object, without loading it.
+
+ld.so(8) looks up each DT_NEEDED name in this order; each step is its own function here:
+
+1. a library the process has already loaded under that name (`preloaded`, soname -> path);
+2. a name with a slash is a path, opened as it is once $ORIGIN and friends are expanded;
+3. DT_RPATH of the object, only when it has no DT_RUNPATH (`rpath_dirs`);
+4. LD_LIBRARY_PATH, passed in by the caller (`split_search_path`), never read from os.environ;
+5. DT_RUNPATH of the object (`runpath_dirs`);
+6. the system: the folders of /etc/ld.so.conf, which ldconfig caches, then the trusted
+   folders /lib, /usr/lib, their lib64 and multiarch variants (`default_system_dirs`).
+
+A candidate file counts only if it is an ELF file of the object's class, byte order and machine
+(`ElfKind`): ld.so skips the others, 32-bit libraries for example, and searches on.
+
+Left out on purpose: the DT_RPATH of the objects that load this one (glibc searches those too,
+but an installation must not depend on which library happens to load another first), the
+ld.so.cache file itself (built by ldconfig from the same folders, possibly stale), the
+glibc-hwcaps and tls/platform subfolders of each folder, DF_1_NODEFLIB and the restrictions of
+secure (setuid) execution.
+"""
+
+from __future__ import annotations
+
+import glob
+import logging
+import os
+import platform
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from torchstack import elf
+from torchstack.errors import TorchstackError
+
+log = logging.getLogger(__name__)
+
+Step = Literal["preloaded", "path", "rpath", "ld_library_path", "runpath", "system", "unresolved"]
+
+# e_machine -> (AT_PLATFORM, the Debian multiarch triplet)
+_MACHINES = {
+    "EM_X86_64": ("x86_64", "x86_64-linux-gnu"),
+    "EM_386": ("i686", "i386-linux-gnu"),
+    "EM_AARCH64": ("aarch64", "aarch64-linux-gnu"),
+    "EM_PPC64": ("ppc64le", "powerpc64le-linux-gnu"),
+}
+# $ORIGIN, ${ORIGIN}, ...; an unbraced token must end the entry or be followed by a slash.
+_TOKEN = re.compile(r"\$(?:\{(ORIGIN|LIB|PLATFORM)\}|(ORIGIN|LIB|PLATFORM)(?=/|$))")
+# libfoo.so, libfoo.so.1, libfoo.so.1.2.3, _C.cpython-311-x86_64-linux-gnu.so
+_SHARED_OBJECT_NAME = re.compile(r"\.so(\.\d+)*$")
+
+
+class LoaderError(TorchstackError):
+    """A shared object whose libraries cannot be looked up, because it cannot be read."""
+
+
+@dataclass(frozen=True)
+class ElfKind:
+    """What ld.so compares before it accepts a candidate library for an object."""
+
+    elfclass: int  # 32 or 64
+    little_endian: bool
+    machine: str  # e_machine as pyelftools names it, e.g. "EM_X86_64"
+
+
+@dataclass(frozen=True)
+class SharedObject:
+    """A shared object as ld.so sees it: the path it is loaded by, its kind, its dynamic section."""
+
+    path: str
+    kind: ElfKind
+    dynamic: elf.DynamicInfo
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """Where one DT_NEEDED entry resolves (`path`, None when nowhere) and by which step."""
+
+    needed: str
+    path: str | None
+    step: Step
+
+
+# -- reading objects and candidates -------------------------------------------------------
+
+
+def elf_kind(stream: elf.Stream, name: str) -> ElfKind:
+    """Class, byte order and machine from the ELF header of `stream`."""
+    header = elf.open_elf(stream, name)
+    return ElfKind(header.elfclass, header.little_endian, str(header["e_machine"]))
+
+
+def read_object(path: str | os.PathLike[str]) -> SharedObject:
+    """Read the kind and dynamic section of the shared object loaded by `path`."""
+    name = os.fspath(path)
+    try:
+        with elf.map_file(name) as stream:
+            kind = elf_kind(stream, name)
+            dynamic = elf.read_dynamic(stream, name)
+    except OSError as exc:
+        raise LoaderError(f"cannot read {name!r}: {exc.strerror or exc}") from exc
+    return SharedObject(os.path.abspath(name), kind, dynamic)
+
+
+def is_candidate(path: str, kind: ElfKind) -> bool:
+    """Whether ld.so would take `path` for an object of `kind`: an ELF file of that kind."""
+    if not os.path.isfile(path):
+        return False
+    try:
+        with elf.map_file(path) as stream:
+            found = elf_kind(stream, path)
+    except (OSError, elf.ElfError) as exc:
+        log.debug("skipping %s: %s", path, exc)
+        return False
+    if found != kind:
+        log.debug("skipping %s: %s, wanted %s", path, found, kind)
+        return False
+    return True
+
+
+def find_in_dirs(needed: str, dirs: Iterable[str], kind: ElfKind) -> str | None:
+    """The first `dir/needed` that is a candidate for an object of `kind`."""
+    for directory in dirs:
+        candidate = os.path.join(directory, needed)
+        if is_candidate(candidate, kind):
+            return candidate
+    return None
+
+
+# -- dynamic string tokens and the object's own search paths ------------------------------
+
+
+def token_values(obj: SharedObject, root: str = "/") -> dict[str, str | None]:
+    """$ORIGIN, $LIB and $PLATFORM as ld.so expands them for `obj`.
+
+    $ORIGIN is the folder of the path the object is loaded by, symlinks not resolved: glibc
+    resolves them only for the executable (through /proc/self/exe), never for libraries.
+    $LIB is what glibc was configured with: lib/<triplet> on multiarch systems (Debian,
+    Ubuntu: `root`/usr/lib/<triplet> exists), else lib64 for 64-bit and lib for 32-bit objects.
+    $PLATFORM is the machine name; None for a machine not known here, which drops the entry.
+    """
+    machine, triplet = _MACHINES.get(obj.kind.machine, (None, None))
+    if triplet and os.path.isdir(os.path.join(root, "usr/lib", triplet)):
+        lib = f"lib/{triplet}"
+    else:
+        lib = "lib64" if obj.kind.elfclass == 64 else "lib"
+    return {"ORIGIN": os.path.dirname(obj.path), "LIB": lib, "PLATFORM": machine}
+
+
+def expand_tokens(entry: str, values: Mapping[str, str | None]) -> str | None:
+    """`entry` with $ORIGIN/${ORIGIN}, $LIB and $PLATFORM replaced; None if a value is unknown.
+
+    ld.so drops a search path entry whose token it cannot expand; `$ORIGINAL` or `$HOME` are
+    not tokens and stay as they are.
+    """
+    unknown = False
+
+    def replace(match: re.Match[str]) -> str:
+        nonlocal unknown
+        value = values.get(match.group(1) or match.group(2))
+        unknown = unknown or value is None
+        return value or ""
+
+    expanded = _TOKEN.sub(replace, entry)
+    return None if unknown else expanded
+
+
+def _expand_all(entries: Iterable[str], obj: SharedObject) -> tuple[str, ...]:
+    values = token_values(obj)
+    expanded = (expand_tokens(entry, values) for entry in entries)
+    return tuple(entry for entry in expanded if entry)
+
+
+def rpath_dirs(obj: SharedObject) -> tuple[str, ...]:
+    """DT_RPATH folders, expanded; none when the object also has DT_RUNPATH, which overrides it."""
+    return () if obj.dynamic.runpath else _expand_all(obj.dynamic.rpath, obj)
+
+
+def runpath_dirs(obj: SharedObject) -> tuple[str, ...]:
+    """DT_RUNPATH folders, expanded; searched after LD_LIBRARY_PATH, unlike DT_RPATH."""
+    return _expand_all(obj.dynamic.runpath, obj)
+
+
+def split_search_path(value: str) -> tuple[str, ...]:
+    """LD_LIBRARY_PATH split as ld.so splits it (on ':' and ';'), empty entries left out."""
+    return tuple(entry for entry in re.split("[:;]", value) if entry)
+
+
+# -- the system folders ---------------------------------------------------------------------
+
+
+def read_ld_so_conf(path: str, root: str = "/") -> list[str]:
+    """The folders an ld.so.conf lists, following `include` globs as ldconfig does.
+
+    Folders and absolute include patterns are taken inside `root`; relative patterns are
+    relative to the including file's folder. `hwcap` lines are ignored; a file that cannot
+    be read adds nothing (ldconfig only warns), and an include loop is followed once.
+    """
+    return _conf_dirs(path, root, set())
+
+
+def _conf_dirs(path: str, root: str, seen: set[str]) -> list[str]:
+    if path in seen:
+        return []
+    seen.add(path)
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            lines = handle.read().splitlines()
+    except OSError as exc:
+        log.debug("not reading %s: %s", path, exc)
+        return []
+    dirs: list[str] = []
+    for raw in lines:
+        line = raw.split("#", 1)[0].strip()
+        words = line.split(None, 1)
+        if not words or words[0] == "hwcap":
+            continue
+        if words[0] == "include" and len(words) == 2:
+            for pattern in words[1].split():
+                dirs += _included_dirs(pattern, path, root, seen)
+        else:
+            dirs.append(_inside(root, line.rstrip("/") or "/"))
+    return dirs
+
+
+def _included_dirs(pattern: str, including: str, root: str, seen: set[str]) -> list[str]:
+    if not pattern.startswith("/"):
+        pattern = os.path.join(os.path.dirname(including), pattern)
+    elif root != "/":
+        pattern = _inside(root, pattern)
+    dirs: list[str] = []
+    for included in sorted(glob.glob(pattern)):
+        dirs += _conf_dirs(included, root, seen)
+    return dirs
+
+
+def _inside(root: str, path: str) -> str:
+    return os.path.join(root, path.lstrip("/"))
+
+
+def trusted_dirs(root: str = "/") -> tuple[str, ...]:
+    """The folders ld.so always searches last: multiarch ones of this machine, lib64, lib."""
+    triplet = next((t for m, t in _MACHINES.values() if m == platform.machine()), None)
+    names = [f"lib/{triplet}", f"usr/lib/{triplet}"] if triplet else []
+    return tuple(_inside(root, name) for name in [*names, "lib64", "usr/lib64", "lib", "usr/lib"])
+
+
+def default_system_dirs(root: str | os.PathLike[str] = "/") -> tuple[str, ...]:
+    """The system folders in search order: `root`/etc/ld.so.conf's, then the trusted ones.
+
+    Only existing folders are kept, each once.
+    """
+    base = os.fspath(root)
+    conf = read_ld_so_conf(_inside(base, "etc/ld.so.conf"), base)
+    return tuple(dict.fromkeys(d for d in [*conf, *trusted_dirs(base)] if os.path.isdir(d)))
+
+
+# -- resolving --------------------------------------------------------------------------------
+
+
+def resolve_one(
+    obj: SharedObject,
+    needed: str,
+    ld_library_path: Sequence[str],
+    preloaded: Mapping[str, str],
+    system_dirs: Sequence[str],
+) -> Resolution:
+    """Resolve one DT_NEEDED name of `obj` through the loader's steps, in their order."""
+    if needed in preloaded:
+        return _found(obj, Resolution(needed, preloaded[needed], "preloaded"))
+    if "/" in needed:
+        path = expand_tokens(needed, token_values(obj))
+        if path is not None and is_candidate(path, obj.kind):
+            return _found(obj, Resolution(needed, path, "path"))
+        return _found(obj, Resolution(needed, None, "unresolved"))
+    steps: tuple[tuple[Step, Sequence[str]], ...] = (
+        ("rpath", rpath_dirs(obj)),
+        ("ld_library_path", ld_library_path),
+        ("runpath", runpath_dirs(obj)),
+        ("system", system_dirs),
+    )
+    for step, dirs in steps:
+        found = find_in_dirs(needed, dirs, obj.kind)
+        if found is not None:
+            return _found(obj, Resolution(needed, found, step))
+    return _found(obj, Resolution(needed, None, "unresolved"))
+
+
+def _found(obj: SharedObject, resolution: Resolution) -> Resolution:
+    log.debug("%s: %s -> %s (%s)", obj.path, resolution.needed, resolution.path, resolution.step)
+    return resolution
+
+
+def resolve_needed(
+    path: str | os.PathLike[str],
+    ld_library_path: Sequence[str] = (),
+    preloaded: Mapping[str, str] | None = None,
+    system_dirs: Sequence[str] | None = None,
+) -> tuple[Resolution, ...]:
+    """Where each DT_NEEDED entry of the shared object at `path` resolves, in order.
+
+    `ld_library_path` is the list of folders (the caller reads the environment, see
+    `split_search_path`); `preloaded` maps sonames already loaded in the process to their
+    paths; `system_dirs` defaults to `default_system_dirs()`.
+    """
+    obj = read_object(path)
+    system = default_system_dirs() if system_dirs is None else system_dirs
+    loaded = preloaded or {}
+    return tuple(
+        resolve_one(obj, needed, ld_library_path, loaded, system) for needed in obj.dynamic.needed
+    )
+
+
+# -- trees ------------------------------------------------------------------------------------
+
+
+def iter_shared_objects(root: str | os.PathLike[str]) -> Iterator[str]:
+    """ELF files named like shared objects under `root`, in a stable order.
+
+    Files named *.so that are not ELF (linker scripts, placeholders) are skipped with a debug
+    message. A symlink is only reported when it is loaded from another folder than its
+    target, since $ORIGIN then differs.
+    """
+    seen: set[tuple[str, str]] = set()
+    for folder, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for filename in sorted(filenames):
+            path = os.path.join(folder, filename)
+            key = (os.path.realpath(path), os.path.abspath(folder))
+            if not _SHARED_OBJECT_NAME.search(filename) or key in seen:
+                continue
+            seen.add(key)
+            if _is_elf(path):
+                yield path
+
+
+def _is_elf(path: str) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            magic = handle.read(len(elf.ELF_MAGIC))
+    except OSError as exc:
+        log.debug("skipping %s: %s", path, exc)
+        return False
+    if magic != elf.ELF_MAGIC:
+        log.debug("skipping %s: named like a shared object but not ELF", path)
+    return magic == elf.ELF_MAGIC
+
+
+def sonames_under(root: str | os.PathLike[str]) -> dict[str, str]:
+    """Soname (and file name) -> path of every shared object under `root`.
+
+    For `preloaded`: e.g. torch/lib of the PyTorch that `import torch` loads before a
+    consumer's extension, which then finds libc10.so without any search path of its own.
+    """
+    found: dict[str, str] = {}
+    for path in iter_shared_objects(root):
+        soname = read_object(path).dynamic.soname
+        for name in (soname, os.path.basename(path)):
+            if name:
+                found.setdefault(name, path)
+    return found
+
+
+def unresolved_in_tree(
+    root: str | os.PathLike[str],
+    ld_library_path: Sequence[str] = (),
+    extra_preloaded: Mapping[str, str] | None = None,
+    system_dirs: Sequence[str] | None = None,
+) -> list[tuple[str, str]]:
+    """(object path, DT_NEEDED name) for every entry under `root` that resolves nowhere.
+
+    Each object is checked on its own search paths. The tree's own libraries count as
+    loaded only when the caller passes them in `extra_preloaded` (see `sonames_under`): a
+    library that is found only because another one loaded it first hides a broken RPATH.
+    """
+    system = default_system_dirs() if system_dirs is None else system_dirs
+    unresolved: list[tuple[str, str]] = []
+    for path in iter_shared_objects(root):
+        for resolution in resolve_needed(path, ld_library_path, extra_preloaded, system):
+            if resolution.path is None:
+                unresolved.append((path, resolution.needed))
+    return unresolved
