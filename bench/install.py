@@ -181,6 +181,8 @@ class Series:
 
 @dataclass(frozen=True)
 class Inputs:
+    """What every run reuses: the cached wheel, its sha256, the cached Python venv."""
+
     wheel: Path
     checksum: str
     python_root: Path

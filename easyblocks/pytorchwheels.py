@@ -13,10 +13,11 @@ from pathlib import Path
 from easybuild.easyblocks.generic.pythonbundle import PythonBundle
 from easybuild.framework.easyconfig import CUSTOM
 from easybuild.tools.build_log import EasyBuildError
+from easybuild.tools.filetools import remove_dir
 from easybuild.tools.modules import get_software_root, get_software_version
 from easybuild.tools.run import run_shell_cmd
 
-from torchstack import TorchstackError, compat, cudalibs, installer, record, wheeltags
+from torchstack import TorchstackError, compat, cudalibs, installcheck, installer, record, wheeltags
 from torchstack.distributions import importable_top_level, open_wheel
 from torchstack.fingerprint import installation_fingerprints
 
@@ -48,6 +49,7 @@ class PyTorchWheels(PythonBundle):
                 raise EasyBuildError("torchstack: cuda_libs = 'modules' installs no CUDA wheels, but exts_list has %s",
                                      ', '.join(wheels))
         self.fingerprint = None
+        self.import_names = []
 
     def install_all_extensions(self, install=True):
         """Install every wheel at once with the fast installer; anything else as PythonBundle does."""
@@ -56,14 +58,20 @@ class PyTorchWheels(PythonBundle):
             super().install_all_extensions(install=install)
             return
         self._check_wheel_tags(ext.src for ext in wheels)
+        # One import of everything the wheels install at sanity check, instead of one python
+        # (and one import of torch) per extension.
         explicit = {e[0] for e in self.cfg['exts_list'] if len(e) > 2 and 'modulename' in e[2]}
         for ext in wheels:
-            if ext.name not in explicit:  # import what the wheel installs, not its name
-                ext.options['modulename'] = importable_top_level(Path(ext.src)) or False
+            if ext.name not in explicit:
+                self.import_names.extend(importable_top_level(Path(ext.src)))
+                ext.options['modulename'] = False
         cuda_plan = self._cuda_modules_plan(ext.src for ext in wheels)
         cmd = installer.install_command(self.python_cmd, self.installdir, [ext.src for ext in wheels])
         self.log.info("Installing %d wheels with one command", len(wheels))
-        run_shell_cmd(' '.join(cmd))
+        try:
+            run_shell_cmd(' '.join(cmd))
+        finally:
+            remove_dir(installer.cache_dir(self.installdir))
         for line in cudalibs.write_stand_ins(Path(self.installdir) / self.pylibdir, cuda_plan):
             self.log.info("torchstack: %s", line)
         others = [ext for ext in self.ext_instances if ext not in wheels]
@@ -119,6 +127,34 @@ class PyTorchWheels(PythonBundle):
                 return cudalibs.plan_with_modules(torch.requires_dist, pyver, platform.machine(), provided)
         except TorchstackError as err:
             raise EasyBuildError("torchstack: %s", err) from err
+
+    def sanity_check_step(self, *args, **kwargs):
+        """Also: every loadable shared object finds its libraries; torch is what was declared."""
+        self._check_libraries_resolve()
+        self._check_declared_torch()
+        if self.import_names and 'custom_commands' not in kwargs:
+            kwargs['custom_commands'] = ["%s -c 'import %s'" % (self.python_cmd, ', '.join(self.import_names))]
+        super().sanity_check_step(*args, **kwargs)
+
+    def _check_libraries_resolve(self):
+        roots = [get_software_root(dep['name']) for dep in self.cfg.dependencies()]
+        search_path = [p for p in os.environ.get('LD_LIBRARY_PATH', '').split(':') if p]
+        search_path += installcheck.module_library_dirs(r for r in roots if r)
+        site_packages = [os.path.join(r, self.pylibdir) for r in [self.installdir, get_software_root('PyTorch')] if r]
+        failures, notes = installcheck.unresolved_libraries(self.installdir, search_path, site_packages)
+        for note in notes:
+            self.log.warning("torchstack: optional plugin does not resolve: %s", note)
+        if failures:
+            raise EasyBuildError("torchstack: shared libraries do not resolve:\n%s", '\n'.join(failures[:20]))
+
+    def _check_declared_torch(self):
+        if self.fingerprint is None or self.fingerprint.role != 'provider':
+            return
+        torch_exts = [e for e in self.cfg['exts_list'] if isinstance(e, tuple) and e[0] == 'torch']
+        declared_cuda = get_software_version('CUDA') if self.cfg['cuda_libs'] == 'modules' else None
+        problems = compat.disagreements(self.fingerprint, torch_exts[0][1], declared_cuda) if torch_exts else []
+        if problems:
+            raise EasyBuildError("torchstack: %s", '; '.join(problems))
 
     def _dependency_provider(self):
         """The fingerprint of the PyTorch module this installation runs on, if any."""

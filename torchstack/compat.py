@@ -69,6 +69,23 @@ def assume_built_against(provider: Fingerprint, consumer: Fingerprint) -> Finger
     return replace(consumer, torch=torch, abi_tag=tag)
 
 
+def disagreements(
+    provider: Fingerprint, declared_version: str, declared_cuda: str | None
+) -> list[str]:
+    """How an installed torch differs from what its easyconfig declares (version, CUDA)."""
+    problems = []
+    have, wanted = _version(provider.version), _version(declared_version)
+    if have.public != wanted.public or (wanted.local and have.local != wanted.local):
+        problems.append(f"the easyconfig installs torch {declared_version}, "
+                        f"the installation holds {provider.version}")
+    if declared_cuda is not None:
+        major = declared_cuda.split(".")[0]
+        if provider.torch.flavour != f"cu{major}":
+            problems.append(f"the easyconfig declares CUDA {declared_cuda}, "
+                            f"the installed torch is {provider.torch.flavour}")
+    return problems
+
+
 def satisfies_requirement(provider: Fingerprint, consumer: Fingerprint) -> str | None:
     if not consumer.requires_torch:
         return None

@@ -13,10 +13,8 @@ import re
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from torchstack import elf, symbols
@@ -28,6 +26,9 @@ from torchstack.distributions import (
     tree_distributions,
 )
 from torchstack.errors import TorchstackError
+
+if TYPE_CHECKING:
+    from packaging.requirements import Requirement
 
 log = logging.getLogger(__name__)
 
@@ -259,6 +260,9 @@ def consumer_fingerprint(dist: Distribution) -> Fingerprint | None:
 
 def torch_requirement(dist: Distribution) -> Requirement | None:
     """The unconditional (no extra) Requires-Dist on torch, None when there is none."""
+    # Imported here: only consumers need it, and it costs a provider fingerprint 25 ms.
+    from packaging.requirements import InvalidRequirement, Requirement
+
     for line in dist.requires_dist:
         try:
             requirement = Requirement(line)
@@ -313,6 +317,8 @@ def _consumer_torch(
 
 def built_against_release(specifier: str, link: Link) -> str | None:
     """The torch release a consumer targets as far as its requirement shows."""
+    from packaging.specifiers import SpecifierSet
+
     for spec in SpecifierSet(specifier):
         if spec.operator in ("==", "===") and "*" not in spec.version:
             return spec.version.split("+")[0]
