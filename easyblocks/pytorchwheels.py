@@ -17,7 +17,16 @@ from easybuild.tools.filetools import remove_dir
 from easybuild.tools.modules import get_software_root, get_software_version
 from easybuild.tools.run import run_shell_cmd
 
-from torchstack import TorchstackError, compat, cudalibs, installcheck, installer, record, wheeltags
+from torchstack import (
+    TorchstackError,
+    compat,
+    cudalibs,
+    installcheck,
+    installer,
+    jitcheck,
+    record,
+    wheeltags,
+)
 from torchstack.distributions import importable_top_level, open_wheel
 from torchstack.fingerprint import installation_fingerprints
 
@@ -132,9 +141,17 @@ class PyTorchWheels(PythonBundle):
         """Also: every loadable shared object finds its libraries; torch is what was declared."""
         self._check_libraries_resolve()
         self._check_declared_torch()
-        if self.import_names and 'custom_commands' not in kwargs:
-            kwargs['custom_commands'] = ["%s -c 'import %s'" % (self.python_cmd, ', '.join(self.import_names))]
+        commands = list(kwargs.get('custom_commands') or [])
+        if self.import_names:
+            commands.append("%s -c 'import %s'" % (self.python_cmd, ', '.join(self.import_names)))
+        if self._has_cxx_compiler() and self.fingerprint is not None:
+            commands.append("%s %s" % (self.python_cmd, jitcheck.write_script(self.builddir)))
+        kwargs['custom_commands'] = commands
         super().sanity_check_step(*args, **kwargs)
+
+    def _has_cxx_compiler(self):
+        """A toolchain with a compiler: a tiny torch C++ extension is built with it at sanity check."""
+        return not self.toolchain.is_system_toolchain() and bool(self.toolchain.comp_family())
 
     def _check_libraries_resolve(self):
         roots = [get_software_root(dep['name']) for dep in self.cfg.dependencies()]

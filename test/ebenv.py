@@ -132,7 +132,7 @@ class EasyBuildEnv:
 def wheel_easyconfig(
     path: Path, name: str, version: str, exts: list[tuple[str, str, Path, str]],
     dependencies: list[tuple[str, ...]] | None = None, versionsuffix: str = "-whl",
-    extra: str = "",
+    extra: str = "", toolchain: str = "SYSTEM",
 ) -> Path:
     """Write a PyTorchWheels easyconfig; exts are (name, version, wheel, sha256)."""
     deps: list[tuple[str, ...]] = [("Python", PYTHON_VERSION), *(dependencies or [])]
@@ -153,10 +153,30 @@ def wheel_easyconfig(
         homepage = 'https://pytorch.org/'
         description = "{name} from wheels (torchstack test)"
 
-        toolchain = SYSTEM
+        toolchain = {toolchain}
 
         dependencies = {deps!r}
 
         exts_list = [
         """) + ext_lines + "\n]\n" + extra + "\nmoduleclass = 'ai'\n")
     return path
+
+
+GCC_VERSION = subprocess.run(["gcc", "-dumpfullversion"], capture_output=True, text=True,
+                             check=True).stdout.strip()
+
+
+def write_gcccore_toolchain(env: EasyBuildEnv) -> str:
+    """GCCcore/<system gcc version> as a site module, and Python built with it: a toolchain
+    with a C++ compiler, so PyTorchWheels runs its C++ extension check."""
+    folder = env.site_modules / "GCCcore"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{GCC_VERSION}.lua").write_text(textwrap.dedent(f"""\
+        help([[The system's GCC {GCC_VERSION} (torchstack test stand-in)]])
+        setenv("EBROOTGCCCORE", "/usr")
+        setenv("EBVERSIONGCCCORE", "{GCC_VERSION}")
+        """))
+    python = (env.site_modules / "Python" / f"{PYTHON_VERSION}.lua").read_text()
+    (env.site_modules / "Python" / f"{PYTHON_VERSION}-GCCcore-{GCC_VERSION}.lua").write_text(
+        python)
+    return GCC_VERSION
