@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import platform
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -131,6 +134,28 @@ class TestFailures:
         assert result.returncode != 0
         assert "torchstack: wheel does not fit" in result.stdout
         assert "cp38-cp38-manylinux_2_28_x86_64" in result.stdout
+
+    def test_unresolved_library_fails_sanity_check(
+        self, eb_env: EasyBuildEnv, pytorch_cpu_module: str, tmp_path: Path
+    ) -> None:
+        # An extension linked against a library that the installation does not bring.
+        (tmp_path / "absent.c").write_text("int absent_symbol;\n")
+        (tmp_path / "ext.c").write_text("extern int absent_symbol;\nint use(void) "
+                                        "{ return absent_symbol; }\n")
+        absent = tmp_path / "libtorchstack_absent.so.1"
+        subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libtorchstack_absent.so.1",
+                        "-o", str(absent), str(tmp_path / "absent.c")], check=True)
+        subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(tmp_path / "_ext.so"),
+                        str(tmp_path / "ext.c"), str(absent)], check=True)
+        tag = f"cp{sys.version_info[0]}{sys.version_info[1]}"
+        wheel = build_wheel(tmp_path, "torchlink", "1.0", {
+            "torchlink/__init__.py": b"",
+            "torchlink/_ext.so": (tmp_path / "_ext.so").read_bytes(),
+        }, requires=("torch",), tag=f"{tag}-{tag}-linux_{platform.machine()}")
+        result = eb_env.eb(_consumer(eb_env, "torchlink", "1.0", wheel))
+        assert result.returncode != 0
+        assert "torchstack: shared libraries do not resolve" in result.stdout
+        assert "torchlink/_ext.so: needs libtorchstack_absent.so.1" in result.stdout
 
     def test_missing_wheel(self, eb_env: EasyBuildEnv, pytorch_cpu_module: str,
                            tmp_path: Path) -> None:
