@@ -35,6 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import log, positive
+
 REPO = Path(__file__).resolve().parents[1]
 TORCH_VERSION = "2.13.0"
 TREE_NAME = f"torch-{TORCH_VERSION}-cpu"
@@ -374,17 +377,6 @@ def table(series: list[Series], data: dict[str, Any]) -> str:
         f"{met[targets['fingerprint_peak_rss_mb']['met']]}",
     ]
     return "\n".join(lines)
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-def positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -46,7 +46,9 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "test"))
+sys.path.insert(0, str(REPO / "bench"))
 
+from _common import log, positive  # noqa: E402
 from conftest import cache_dir, cache_lock, download_wheel  # noqa: E402
 from ebenv import (  # noqa: E402
     PYTHON_VERSION,
@@ -431,17 +433,6 @@ def table(series: list[Series], data: dict[str, Any]) -> str:
         "(other jobs on the machine make these figures noisy)",
     ]
     return "\n".join(lines)
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-def positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:
