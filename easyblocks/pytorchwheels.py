@@ -13,7 +13,7 @@ from pathlib import Path
 from easybuild.easyblocks.generic.pythonbundle import PythonBundle
 from easybuild.framework.easyconfig import CUSTOM
 from easybuild.tools.build_log import EasyBuildError
-from easybuild.tools.filetools import remove_dir
+from easybuild.tools.filetools import remove
 from easybuild.tools.modules import get_software_root, get_software_version
 from easybuild.tools.run import run_shell_cmd
 
@@ -21,20 +21,23 @@ from torchstack import (
     TorchstackError,
     compat,
     cudalibs,
+    installation,
     installcheck,
     installer,
     jitcheck,
+    modulefile,
     record,
     wheeltags,
 )
 from torchstack.distributions import importable_top_level, open_wheel
-from torchstack.fingerprint import installation_fingerprints
 
 CUDA_LIBS_CHOICES = ('wheels', 'modules')
 
 
 class PyTorchWheels(PythonBundle):
     """Install torch, torchvision, torchaudio, triton, ... from wheels, fingerprinted."""
+
+    torchstack_guards = True  # the hooks file leaves the guards of this easyblock's modules to it
 
     @staticmethod
     def extra_options(extra_vars=None):
@@ -80,7 +83,7 @@ class PyTorchWheels(PythonBundle):
         try:
             run_shell_cmd(' '.join(cmd))
         finally:
-            remove_dir(installer.cache_dir(self.installdir))
+            remove(installer.leftovers(self.installdir))
         for line in cudalibs.write_stand_ins(Path(self.installdir) / self.pylibdir, cuda_plan):
             self.log.info("torchstack: %s", line)
         others = [ext for ext in self.ext_instances if ext not in wheels]
@@ -104,21 +107,12 @@ class PyTorchWheels(PythonBundle):
         """Fingerprint the installation and check its consumers against the torch they run on."""
         super().post_processing_step()
         try:
-            own_torch, consumers = installation_fingerprints(self.installdir)
-            provider = own_torch or self._dependency_provider()
-            if provider is not None:
-                consumers = [compat.assume_built_against(provider, c) for c in consumers]
-            verdicts = [compat.check(provider, c) for c in consumers] if provider else []
-            refusals = [v.line() for v in verdicts if not v.compatible]
-            if refusals:
-                raise EasyBuildError("torchstack: %s", '; '.join(refusals))
-            rank = {'cxx': 2, 'stable': 1, 'python': 0}
-            self.fingerprint = own_torch or max(consumers, key=lambda c: rank[c.link], default=None)
-            if self.fingerprint is not None:
-                record.write_fingerprint(self.installdir, self.fingerprint)
-                self.cfg['whatis'] = (self.cfg['whatis'] or []) + [record.whatis_line(self.fingerprint)]
+            self.fingerprint = installation.examine(self.installdir, get_software_root('PyTorch')).fingerprint
         except TorchstackError as err:
             raise EasyBuildError("torchstack: %s", err) from err
+        if self.fingerprint is not None:
+            record.write_fingerprint(self.installdir, self.fingerprint)
+            self.cfg['whatis'] = (self.cfg['whatis'] or []) + [record.whatis_line(self.fingerprint)]
 
     def _cuda_modules_plan(self, paths):
         """With cuda_libs = 'modules': which dependency module satisfies each CUDA pin of torch."""
@@ -173,16 +167,21 @@ class PyTorchWheels(PythonBundle):
         if problems:
             raise EasyBuildError("torchstack: %s", '; '.join(problems))
 
-    def _dependency_provider(self):
-        """The fingerprint of the PyTorch module this installation runs on, if any."""
-        root = get_software_root('PyTorch')
-        if not root:
-            return None
-        return record.read_fingerprint(root) or installation_fingerprints(root)[0]
+    def make_module_dep(self, *args, **kwargs):
+        """The consumer half of the swap guards goes before the dependency on PyTorch."""
+        txt = super().make_module_dep(*args, **kwargs)
+        torch_modules = [d['full_mod_name'] for d in self.cfg.dependencies() if d['name'] == 'PyTorch']
+        if self.fingerprint is None or self.fingerprint.role != 'consumer' or not torch_modules:
+            return txt
+        try:
+            return modulefile.guard_module_text(txt, self.fingerprint, self.full_mod_name, torch_modules[0],
+                                                self.module_generator.SYNTAX)
+        except TorchstackError as err:
+            raise EasyBuildError("torchstack: %s", err) from err
 
     def make_module_extra(self, *args, **kwargs):
-        """For torch, set the provider variable that module guards compare."""
+        """The provider half of the swap guards, in every module that installs torch itself."""
         txt = super().make_module_extra(*args, **kwargs)
         if self.fingerprint is not None and self.fingerprint.role == 'provider':
-            txt += self.module_generator.set_environment(record.PROVIDER_VARIABLE, self.fingerprint.abi_tag)
+            txt += modulefile.provider_block(self.fingerprint, self.full_mod_name, self.module_generator.SYNTAX)
         return txt

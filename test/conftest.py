@@ -93,7 +93,13 @@ def real_tree(real_wheel: object) -> object:
 
 # -- real EasyBuild and Lmod ----------------------------------------------------------------
 
+from cudastack import IN_PYTHON_MODULE, download_stack, wheel_version  # noqa: E402
 from ebenv import EasyBuildEnv, make_python_root, sha256, wheel_easyconfig  # noqa: E402
+from extension_src import build_extension_wheel  # noqa: E402
+from wheelbuild import build_wheel  # noqa: E402
+
+PYTORCH_CPU = ("PyTorch", "2.13.0", "-whl")
+PYTORCH_CUDA = ("PyTorch", "2.14.1", "-CUDA-13.0-whl")
 
 
 @pytest.fixture(scope="session")
@@ -119,3 +125,72 @@ def pytorch_cpu_module(eb_env: EasyBuildEnv, real_wheel: object) -> str:
     result = eb_env.eb(easyconfig)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return "PyTorch/2.13.0-whl"
+
+
+def stage_wheels(eb_env: EasyBuildEnv, software: str,
+                 wheels: list[Path]) -> list[tuple[str, str, Path, str]]:
+    """Stage wheels as sources of `software`; exts_list entries (name, version, wheel, sha)."""
+    for wheel in wheels:
+        eb_env.stage_source(software, wheel)
+    return [(w.name.split("-")[0].replace("_", "-"), wheel_version(w), w, sha256(w))
+            for w in wheels]
+
+
+def consumer_module(eb_env: EasyBuildEnv, wheel: Path, name: str, version: str,
+                    torch_module: tuple[str, ...] = PYTORCH_CPU) -> str:
+    """Install one consumer wheel as a module on a PyTorch module; fails the test if eb fails."""
+    easyconfig = wheel_easyconfig(
+        eb_env.root / f"{name}-{version}-whl.eb", name, version,
+        stage_wheels(eb_env, name, [wheel]), dependencies=[torch_module],
+    )
+    result = eb_env.eb(easyconfig)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    return f"{name}/{version}-whl"
+
+
+@pytest.fixture(scope="session")
+def toy_module(eb_env: EasyBuildEnv, pytorch_cpu_module: str,
+               tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A pure-Python consumer that imports torch and requires torch>=2.13, as a module."""
+    code = b"import torch\n\ndef double(x):\n    return torch.as_tensor(x) * 2\n"
+    wheel = build_wheel(tmp_path_factory.mktemp("toy"), "torchtoy", "1.0",
+                        {"torchtoy/__init__.py": code}, requires=("torch>=2.13",))
+    return consumer_module(eb_env, wheel, "torchtoy", "1.0")
+
+
+@pytest.fixture(scope="session")
+def demo_ext_module(eb_env: EasyBuildEnv, pytorch_cpu_module: str, real_tree: object) -> str:
+    """A real C++ extension built against torch 2.13.0+cpu, as a module on PyTorch 2.13.0."""
+    with cache_lock("demo-ext"):
+        wheel = build_extension_wheel(cache_dir(), eb_env.python_root / "bin" / "python",
+                                      real_tree("torch-2.13.0"))  # type: ignore[operator]
+    return consumer_module(eb_env, wheel, "torchstack_demo_ext", "0.1")
+
+
+@pytest.fixture(scope="session")
+def cuda_stack() -> dict[str, Path]:
+    """torch 2.14.1 and every wheel it pins, by project name (about 3 GB, cached)."""
+    with cache_lock("cuda-stack"):
+        return download_stack(cache_dir() / "cuda-stack")
+
+
+@pytest.fixture(scope="session")
+def cuda_wheels_module(eb_env: EasyBuildEnv, cuda_stack: dict[str, Path]) -> str:
+    """PyTorch 2.14.1 with every pinned nvidia wheel, cuda_libs = 'wheels' (about 5 GB)."""
+    wheels = [w for name, w in sorted(cuda_stack.items()) if name not in IN_PYTHON_MODULE]
+    easyconfig = wheel_easyconfig(
+        eb_env.root / "PyTorch-2.14.1-CUDA-13.0-whl.eb", "PyTorch", "2.14.1",
+        stage_wheels(eb_env, "PyTorch", wheels), versionsuffix="-CUDA-13.0-whl",
+        extra="cuda_libs = 'wheels'\n",
+    )
+    result = eb_env.eb(easyconfig)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    return "PyTorch/2.14.1-CUDA-13.0-whl"
+
+
+@pytest.fixture(scope="session")
+def torchvision_stable_module(eb_env: EasyBuildEnv, cuda_wheels_module: str,
+                              real_wheel: object) -> str:
+    """torchvision 0.29.1 (stable ABI, CUDA 13) as a module on PyTorch 2.14.1."""
+    wheel = real_wheel("torchvision-0.29.1")  # type: ignore[operator]
+    return consumer_module(eb_env, wheel, "torchvision", "0.29.1", PYTORCH_CUDA)

@@ -132,7 +132,7 @@ class EasyBuildEnv:
 def wheel_easyconfig(
     path: Path, name: str, version: str, exts: list[tuple[str, str, Path, str]],
     dependencies: list[tuple[str, ...]] | None = None, versionsuffix: str = "-whl",
-    extra: str = "", toolchain: str = "SYSTEM",
+    extra: str = "", toolchain: str = "SYSTEM", easyblock: str = "PyTorchWheels",
 ) -> Path:
     """Write a PyTorchWheels easyconfig; exts are (name, version, wheel, sha256)."""
     deps: list[tuple[str, ...]] = [("Python", PYTHON_VERSION), *(dependencies or [])]
@@ -144,7 +144,7 @@ def wheel_easyconfig(
         for ext, ver, wheel, checksum in exts
     )
     path.write_text(textwrap.dedent(f"""\
-        easyblock = 'PyTorchWheels'
+        easyblock = {easyblock!r}
 
         name = {name!r}
         version = {version!r}

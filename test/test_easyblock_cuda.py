@@ -10,16 +10,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import cache_dir, cache_lock
+from conftest import cache_dir, cache_lock, stage_wheels
 from cudastack import (
-    IN_PYTHON_MODULE,
-    download_stack,
     make_module_roots,
     module_versions,
-    wheel_version,
     write_module,
 )
-from ebenv import EasyBuildEnv, sha256, wheel_easyconfig
+from ebenv import EasyBuildEnv, wheel_easyconfig
 
 from torchstack.fingerprint import fingerprint_path
 
@@ -30,48 +27,23 @@ NMS = ("import torch, torchvision; from torchvision.ops import nms; "
 
 
 @pytest.fixture(scope="session")
-def stack() -> dict[str, Path]:
-    with cache_lock("cuda-stack"):
-        return download_stack(cache_dir() / "cuda-stack")
-
-
-def _exts(eb_env: EasyBuildEnv, wheels: list[Path]) -> list[tuple[str, str, Path, str]]:
-    for wheel in wheels:
-        eb_env.stage_source("PyTorch", wheel)
-    return [(w.name.split("-")[0].replace("_", "-"), wheel_version(w), w, sha256(w))
-            for w in wheels]
-
-
-@pytest.fixture(scope="session")
-def cuda_wheels_module(eb_env: EasyBuildEnv, stack: dict[str, Path]) -> str:
-    """PyTorch 2.14.1 with every pinned nvidia wheel, cuda_libs = 'wheels'."""
-    wheels = [w for name, w in sorted(stack.items()) if name not in IN_PYTHON_MODULE]
-    easyconfig = wheel_easyconfig(
-        eb_env.root / "PyTorch-2.14.1-CUDA-13.0-whl.eb", "PyTorch", "2.14.1",
-        _exts(eb_env, wheels), versionsuffix="-CUDA-13.0-whl", extra="cuda_libs = 'wheels'\n",
-    )
-    result = eb_env.eb(easyconfig)
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-    return "PyTorch/2.14.1-CUDA-13.0-whl"
-
-
-@pytest.fixture(scope="session")
-def cuda_modules(eb_env: EasyBuildEnv, stack: dict[str, Path]) -> list[tuple[str, str]]:
+def cuda_modules(eb_env: EasyBuildEnv, cuda_stack: dict[str, Path]) -> list[tuple[str, str]]:
     """Stand-in CUDA, cuDNN, NCCL, cuSPARSELt and NVSHMEM modules with the real libraries."""
     with cache_lock("cuda-modules"):
-        roots = make_module_roots(cache_dir() / "cuda-modules", stack)
-    versions = module_versions(stack)
+        roots = make_module_roots(cache_dir() / "cuda-modules", cuda_stack)
+    versions = module_versions(cuda_stack)
     for name, root in roots.items():
         write_module(eb_env.site_modules, name, versions[name], root)
     return sorted(versions.items())
 
 
-def _modules_easyconfig(eb_env: EasyBuildEnv, stack: dict[str, Path],
+def _modules_easyconfig(eb_env: EasyBuildEnv, cuda_stack: dict[str, Path],
                         modules: list[tuple[str, str]], suffix: str) -> Path:
     python_wheels = ("torch", "triton", "cuda-bindings", "cuda-pathfinder")
     return wheel_easyconfig(
         eb_env.root / f"PyTorch-2.14.1{suffix}.eb", "PyTorch", "2.14.1",
-        _exts(eb_env, [stack[n] for n in python_wheels]), dependencies=list(modules),
+        stage_wheels(eb_env, "PyTorch", [cuda_stack[n] for n in python_wheels]),
+        dependencies=list(modules),
         versionsuffix=suffix, extra="cuda_libs = 'modules'\n",
     )
 
@@ -86,18 +58,9 @@ class TestCudaLibsWheels:
         assert "13.0" in run.stdout
         assert "ABI=torch-2.14.1-cxx11-cu13" in run.stdout
 
-    def test_torchvision_stable_on_top(self, eb_env: EasyBuildEnv, cuda_wheels_module: str,
-                                       real_wheel: Factory) -> None:
-        wheel = real_wheel("torchvision-0.29.1")
-        eb_env.stage_source("torchvision", wheel)
-        easyconfig = wheel_easyconfig(
-            eb_env.root / "torchvision-0.29.1-whl.eb", "torchvision", "0.29.1",
-            [("torchvision", "0.29.1", wheel, sha256(wheel))],
-            dependencies=[("PyTorch", "2.14.1", "-CUDA-13.0-whl")],
-        )
-        result = eb_env.eb(easyconfig)
-        assert result.returncode == 0, result.stdout[-4000:]
-        run = eb_env.shell(f"module load torchvision/0.29.1-whl\npython -c '{NMS}'")
+    def test_torchvision_stable_on_top(self, eb_env: EasyBuildEnv,
+                                       torchvision_stable_module: str) -> None:
+        run = eb_env.shell(f"module load {torchvision_stable_module}\npython -c '{NMS}'")
         assert run.returncode == 0, run.stderr
         assert run.stdout.strip() == "[0, 2]"
         recorded = fingerprint_path(eb_env.installpath / "software/torchvision/0.29.1-whl")
@@ -105,10 +68,10 @@ class TestCudaLibsWheels:
 
 
 class TestCudaLibsModules:
-    def test_matching_modules(self, eb_env: EasyBuildEnv, stack: dict[str, Path],
+    def test_matching_modules(self, eb_env: EasyBuildEnv, cuda_stack: dict[str, Path],
                               cuda_modules: list[tuple[str, str]]) -> None:
         suffix = "-CUDA-modules-whl"
-        result = eb_env.eb(_modules_easyconfig(eb_env, stack, cuda_modules, suffix))
+        result = eb_env.eb(_modules_easyconfig(eb_env, cuda_stack, cuda_modules, suffix))
         assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
         run = eb_env.shell(
             f"module load PyTorch/2.14.1{suffix}\n"
@@ -131,7 +94,7 @@ class TestCudaLibsModules:
         ],
         ids=["older-minor", "other-major"],
     )
-    def test_mismatched_cudnn(self, eb_env: EasyBuildEnv, stack: dict[str, Path],
+    def test_mismatched_cudnn(self, eb_env: EasyBuildEnv, cuda_stack: dict[str, Path],
                               cuda_modules: list[tuple[str, str]], tmp_path: Path,
                               version: str, soname: str, message: str) -> None:
         root = tmp_path / "cuDNN"
@@ -142,6 +105,6 @@ class TestCudaLibsModules:
         modules = [(n, v) for n, v in cuda_modules if n != "cuDNN"]
         modules.append(("cuDNN", version))
         write_module(eb_env.site_modules, "cuDNN", version, root)
-        result = eb_env.eb(_modules_easyconfig(eb_env, stack, modules, f"-cudnn{version}-whl"))
+        result = eb_env.eb(_modules_easyconfig(eb_env, cuda_stack, modules, f"-cudnn{version}-whl"))
         assert result.returncode != 0
         assert "torch pins nvidia-cudnn-cu13==9.24.0.43; " + message in result.stdout

@@ -9,10 +9,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
-from conftest import cache_dir, cache_lock
 from ebenv import EasyBuildEnv, sha256, wheel_easyconfig
-from extension_src import build_extension_wheel
 from wheelbuild import build_wheel
 
 from torchstack.fingerprint import fingerprint_path
@@ -34,14 +31,6 @@ def _consumer(eb_env: EasyBuildEnv, name: str, version: str, wheel: Path,
         [(name, version, wheel, checksum or sha256(wheel))],
         dependencies=[PYTORCH_DEP], extra=extra,
     )
-
-
-@pytest.fixture(scope="session")
-def toy_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A pure-Python consumer: imports torch, requires torch>=2.13."""
-    code = b"import torch\n\ndef double(x):\n    return torch.as_tensor(x) * 2\n"
-    return build_wheel(tmp_path_factory.mktemp("toy"), "torchtoy", "1.0",
-                       {"torchtoy/__init__.py": code}, requires=("torch>=2.13",))
 
 
 class TestTorchModule:
@@ -74,26 +63,17 @@ class TestTorchModule:
 
 
 class TestConsumers:
-    def test_pure_python_consumer(self, eb_env: EasyBuildEnv, pytorch_cpu_module: str,
-                                  toy_wheel: Path) -> None:
-        result = eb_env.eb(_consumer(eb_env, "torchtoy", "1.0", toy_wheel))
-        assert result.returncode == 0, result.stdout[-3000:]
-        run = eb_env.shell("module load torchtoy/1.0-whl\n"
+    def test_pure_python_consumer(self, eb_env: EasyBuildEnv, toy_module: str) -> None:
+        run = eb_env.shell(f"module load {toy_module}\n"
                            "python -c 'import torchtoy; print(int(torchtoy.double(21)))'")
         assert run.returncode == 0, run.stderr
         assert run.stdout.strip() == "42"
         recorded = fingerprint_path(_installdir(eb_env, "torchtoy", "1.0-whl"))
         assert (recorded.link, recorded.requires_torch) == ("python", ">=2.13")
 
-    def test_cpp_extension_consumer(self, eb_env: EasyBuildEnv, pytorch_cpu_module: str,
-                                    real_tree: Factory) -> None:
-        with cache_lock("demo-ext"):
-            wheel = build_extension_wheel(cache_dir(), eb_env.python_root / "bin" / "python",
-                                          real_tree("torch-2.13.0"))
-        result = eb_env.eb(_consumer(eb_env, "torchstack_demo_ext", "0.1", wheel))
-        assert result.returncode == 0, result.stdout[-3000:]
+    def test_cpp_extension_consumer(self, eb_env: EasyBuildEnv, demo_ext_module: str) -> None:
         run = eb_env.shell(
-            "module load torchstack_demo_ext/0.1-whl\n"
+            f"module load {demo_ext_module}\n"
             "python -c 'import torch, torchstack_demo_ext as e; print(e.add_one(torch.zeros(2)))'"
         )
         assert run.returncode == 0, run.stderr

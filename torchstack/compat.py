@@ -75,7 +75,8 @@ def disagreements(
     """How an installed torch differs from what its easyconfig declares (version, CUDA)."""
     problems = []
     have, wanted = _version(provider.version), _version(declared_version)
-    if have.public != wanted.public or (wanted.local and have.local != wanted.local):
+    same_public = Version(have.public) == Version(wanted.public)  # 2.13 is 2.13.0 (PEP 440)
+    if not same_public or (wanted.local and have.local != wanted.local):
         problems.append(f"the easyconfig installs torch {declared_version}, "
                         f"the installation holds {provider.version}")
     if declared_cuda is not None:

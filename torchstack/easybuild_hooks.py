@@ -1,5 +1,48 @@
 """EasyBuild hooks file: `eb --hooks "$(torchstack hooks-path)" ...`.
 
-Fingerprinting and module guards for installations made by any easyblock arrive with the
-swap-guards work; until then this file defines no hooks, so using it changes nothing.
+Gives installations made by any easyblock (EB_PyTorch, PythonBundle `-whl` easyconfigs,
+EB_torchvision, ...) what the torchstack easyblocks give theirs: after post-processing, an
+installation that contains torch or depends on it is fingerprinted, its consumers are checked
+against the torch they run on, and the fingerprint is recorded; when the module file is
+written, the provider or consumer half of the swap guards goes into it. Installations without
+torch are left untouched.
 """
+
+from easybuild.tools.build_log import EasyBuildError
+from easybuild.tools.modules import get_software_root
+
+from torchstack import TorchstackError, installation, modulefile, record
+from torchstack.distributions import DistributionError
+
+ATTRIBUTE = 'torchstack_fingerprint'
+
+
+def post_postproc_hook(self, *args, **kwargs):
+    """Fingerprint the installation; refuse consumers that do not fit the torch under them."""
+    if getattr(self, 'torchstack_guards', False):  # a torchstack easyblock does it itself
+        return
+    try:
+        found = installation.examine(self.installdir, get_software_root('PyTorch'))
+    except DistributionError:
+        self.log.info("torchstack: no Python distributions in %s, nothing to record", self.installdir)
+        return
+    except TorchstackError as err:
+        raise EasyBuildError("torchstack: %s", err) from err
+    if found.fingerprint is not None:
+        record.write_fingerprint(self.installdir, found.fingerprint)
+        setattr(self, ATTRIBUTE, found.fingerprint)
+        self.log.info("torchstack: %s", record.whatis_line(found.fingerprint))
+
+
+def module_write_hook(self, filepath, module_txt, *args, **kwargs):
+    """Add the guard half that the recorded fingerprint calls for; None leaves the text as is."""
+    fingerprint = getattr(self, ATTRIBUTE, None)
+    if fingerprint is None:
+        return None
+    torch_modules = [d['full_mod_name'] for d in self.cfg.dependencies() if d['name'] == 'PyTorch']
+    try:
+        return modulefile.guard_module_text(module_txt, fingerprint, self.full_mod_name,
+                                            torch_modules[0] if torch_modules else None,
+                                            self.module_generator.SYNTAX)
+    except TorchstackError as err:
+        raise EasyBuildError("torchstack: %s", err) from err

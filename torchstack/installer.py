@@ -43,6 +43,11 @@ def cache_dir(prefix: str) -> str:
     return os.path.join(prefix, CACHE_DIR)
 
 
+def leftovers(prefix: str) -> list[str]:
+    """What an install leaves in the prefix besides the packages: the cache and uv's lock."""
+    return [cache_dir(prefix), os.path.join(prefix, ".lock")]
+
+
 def install_command(python: str, prefix: str, wheels: Sequence[str]) -> list[str]:
     """Install `wheels` for `python` under `prefix`, without dependencies or network."""
     if not wheels:

@@ -27,7 +27,7 @@ def supported_tags(python_version: tuple[int, int], arch: str) -> frozenset[tags
 def misfit(filename: str, python_version: tuple[int, int], arch: str) -> str | None:
     """Why `filename` cannot be installed for that Python and architecture, or None."""
     try:
-        _, _, _, wheel_tags = parse_wheel_filename(filename.replace("%2B", "+"))
+        _, _, _, wheel_tags = parse_wheel_filename(filename.replace("%2B", "+").replace("%2b", "+"))
     except InvalidWheelFilename as exc:
         raise WheelTagError(f"{filename!r} is not a valid wheel filename: {exc}") from exc
     if wheel_tags & supported_tags(python_version, arch):

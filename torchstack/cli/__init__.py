@@ -29,9 +29,16 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _subcommands() -> list[ModuleType]:
-    from torchstack.cli import check, easyblocks_path, fingerprint, hooks_path
+    from torchstack.cli import (
+        check,
+        easyblocks_path,
+        fingerprint,
+        hooks_path,
+        lmod_sitepackage,
+        scan,
+    )
 
-    return [fingerprint, check, easyblocks_path, hooks_path]
+    return [fingerprint, check, easyblocks_path, hooks_path, scan, lmod_sitepackage]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,194 @@
+"""torchstack.installer: the uv command line, and one real install of a tiny wheel with it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from wheelbuild import build_wheel
+
+from torchstack.errors import TorchstackError
+from torchstack.installer import CACHE_DIR, InstallerError, cache_dir, install_command, uv_binary
+
+PYTHON_DIR = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+
+
+def option_value(command: list[str], option: str) -> str:
+    """The argument that follows `option`, which must appear exactly once."""
+    assert command.count(option) == 1, command
+    return command[command.index(option) + 1]
+
+
+class TestUvBinary:
+    def test_is_an_executable(self) -> None:
+        found = uv_binary()
+        assert os.path.isfile(found)
+        assert os.access(found, os.X_OK)
+
+    def test_falls_back_to_path(self, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+        fake = tmp_path / "uv"
+        fake.write_text("#!/bin/sh\n")
+        fake.chmod(0o755)
+        monkeypatch.setitem(sys.modules, "uv", None)  # the uv package cannot be imported
+        monkeypatch.setenv("PATH", str(tmp_path))
+        assert uv_binary() == str(fake)
+
+    def test_raises_without_any_uv(self, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+        monkeypatch.setitem(sys.modules, "uv", None)
+        monkeypatch.setenv("PATH", str(tmp_path))  # an empty folder
+        with pytest.raises(InstallerError, match=r"uv is not installed: pip install uv"):
+            uv_binary()
+
+
+class TestCacheDir:
+    @pytest.mark.parametrize(
+        "prefix",
+        [
+            # an EasyBuild installdir
+            "/apps/software/PyTorch/2.13.0",
+            # with a trailing slash
+            "/apps/software/PyTorch/2.13.0/",
+            # relative
+            "prefix",
+        ],
+        ids=["absolute", "trailing-slash", "relative"],
+    )
+    def test_inside_the_prefix(self, prefix: str) -> None:
+        found = cache_dir(prefix)
+        assert os.path.basename(found) == CACHE_DIR
+        assert os.path.dirname(found) == prefix.rstrip("/")
+
+
+class TestInstallCommand:
+    def test_runs_uv_pip_install(self) -> None:
+        command = install_command("/usr/bin/python3", "/p", ["/w/a-1.0-py3-none-any.whl"])
+        assert command[:3] == [uv_binary(), "pip", "install"]
+
+    @pytest.mark.parametrize(
+        "flag",
+        [
+            # the easyconfig lists every wheel; uv must not resolve more
+            "--no-deps",
+            # a build host has no network, and must not silently use it
+            "--offline",
+            # no user or site uv.toml changes the install
+            "--no-config",
+            # byte-compiled in parallel, so that users' imports do not write into the prefix
+            "--compile-bytecode",
+        ],
+        ids=["no-deps", "offline", "no-config", "compile-bytecode"],
+    )
+    def test_flag(self, flag: str) -> None:
+        command = install_command("/usr/bin/python3", "/p", ["/w/a-1.0-py3-none-any.whl"])
+        assert command.count(flag) == 1
+
+    @pytest.mark.parametrize(
+        ("option", "expected"),
+        [
+            # the interpreter the prefix is for
+            ("--python", "/opt/Python/3.11/bin/python"),
+            # the install prefix itself, not a site-packages folder
+            ("--prefix", "/apps/PyTorch"),
+            # a cache on the prefix's file system
+            ("--cache-dir", os.path.join("/apps/PyTorch", CACHE_DIR)),
+            # so that torch's files are written once
+            ("--link-mode", "hardlink"),
+        ],
+        ids=["python", "prefix", "cache-dir", "link-mode"],
+    )
+    def test_option(self, option: str, expected: str) -> None:
+        command = install_command("/opt/Python/3.11/bin/python", "/apps/PyTorch", ["/w/a.whl"])
+        assert option_value(command, option) == expected
+
+    def test_cache_dir_is_inside_the_prefix(self, tmp_path: Path) -> None:
+        prefix = tmp_path / "prefix"
+        cache = option_value(install_command("python3", str(prefix), ["a.whl"]), "--cache-dir")
+        assert Path(cache).parent == prefix
+
+    def test_wheels_absolute_in_order_at_the_end(
+        self, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    ) -> None:
+        monkeypatch.chdir(tmp_path)
+        wheels = ["b-1.0-py3-none-any.whl", "sub/a-1.0-py3-none-any.whl", "/abs/c.whl"]
+        command = install_command("python3", "/p", wheels)
+        assert command[-3:] == [
+            str(tmp_path / "b-1.0-py3-none-any.whl"),
+            str(tmp_path / "sub" / "a-1.0-py3-none-any.whl"),
+            "/abs/c.whl",
+        ]
+
+    def test_no_wheels_raises(self) -> None:
+        with pytest.raises(InstallerError, match=r"^no wheels to install$") as caught:
+            install_command("python3", "/p", [])
+        assert isinstance(caught.value, TorchstackError)
+
+
+@dataclass(frozen=True)
+class Installed:
+    prefix: Path
+    site_packages: Path
+    links_before: int  # st_nlink of tinypkg/__init__.py while uv's cache was there
+    in_cache: bool  # whether the cache held the very same inode
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    """tinypkg installed by the real uv with sys.executable; the cache removed afterwards."""
+    root = tmp_path_factory.mktemp("installer")
+    files = {"tinypkg/__init__.py": b"VALUE = 42\n", "tinypkg/util.py": b"ONE = 1\n"}
+    wheel = build_wheel(root, "tinypkg", "1.0", files)
+    prefix = root / "prefix"
+    result = subprocess.run(
+        install_command(sys.executable, str(prefix), [str(wheel)]),
+        capture_output=True, text=True, cwd=root,
+    )
+    assert result.returncode == 0, result.stderr
+    site = prefix / "lib" / PYTHON_DIR / "site-packages"
+    module = site / "tinypkg" / "__init__.py"
+    cache = Path(cache_dir(str(prefix)))
+    inode = module.stat().st_ino
+    in_cache = any(p.stat().st_ino == inode for p in cache.rglob("__init__.py"))
+    links_before = module.stat().st_nlink
+    shutil.rmtree(cache)  # as the easyblock does after the install
+    return Installed(prefix, site, links_before, in_cache)
+
+
+class TestRealInstall:
+    def test_importable_from_site_packages(self, installed: Installed, tmp_path: Path) -> None:
+        result = subprocess.run(
+            [sys.executable, "-c", "import tinypkg; print(tinypkg.__file__, tinypkg.VALUE)"],
+            env=dict(os.environ, PYTHONPATH=str(installed.site_packages)),
+            capture_output=True, text=True, cwd=tmp_path,
+        )
+        assert result.returncode == 0, result.stderr
+        expected = installed.site_packages / "tinypkg" / "__init__.py"
+        assert result.stdout.split() == [str(expected), "42"]
+
+    def test_dist_info_has_record_and_installer(self, installed: Installed) -> None:
+        dist_info = installed.site_packages / "tinypkg-1.0.dist-info"
+        record = (dist_info / "RECORD").read_text()
+        assert "tinypkg/__init__.py," in record
+        assert "tinypkg-1.0.dist-info/INSTALLER," in record
+        assert (dist_info / "INSTALLER").read_text().strip() != ""
+
+    def test_byte_compiled(self, installed: Installed) -> None:
+        pycache = installed.site_packages / "tinypkg" / "__pycache__"
+        tag = sys.implementation.cache_tag
+        assert (pycache / f"__init__.{tag}.pyc").is_file()
+        assert (pycache / f"util.{tag}.pyc").is_file()
+
+    def test_hard_linked_from_the_cache(self, installed: Installed) -> None:
+        assert installed.in_cache
+        assert installed.links_before == 2
+
+    def test_files_survive_removing_the_cache(self, installed: Installed) -> None:
+        assert not Path(cache_dir(str(installed.prefix))).exists()
+        module = installed.site_packages / "tinypkg" / "__init__.py"
+        assert module.read_text() == "VALUE = 42\n"
+        assert module.stat().st_nlink == 1
+        assert (installed.site_packages / "tinypkg" / "util.py").read_text() == "ONE = 1\n"

@@ -1,0 +1,115 @@
+"""torchstack.record: the fingerprint file of an installation and the module's whatis line."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from test_compat import CPU, CU13, ROCM, consumer
+
+from torchstack.fingerprint import Fingerprint
+from torchstack.record import FINGERPRINT_FILE, read_fingerprint, whatis_line, write_fingerprint
+
+FINGERPRINTS = [
+    # a CPU torch
+    CPU,
+    # a CUDA torch: cuda and cuda_major set
+    CU13,
+    # a ROCm torch
+    ROCM,
+    # a C++ consumer with its torch libraries
+    consumer("cxx", libraries=("libc10.so", "libtorch_cpu.so", "libtorch_cuda.so")),
+    # a stable-ABI consumer with CUDA code of its own
+    consumer("stable", cuda_major=13, libraries=()),
+    # a pure-Python consumer: no torch release, no requirement
+    consumer("python", requires=None, release=None, cxx11_abi=None, libraries=()),
+]
+FINGERPRINT_IDS = ["cpu", "cu13", "rocm", "cxx-consumer", "stable-consumer", "python-consumer"]
+
+
+class TestWriteFingerprint:
+    def test_writes_the_file_under_easybuild(self, tmp_path: Path) -> None:
+        target = write_fingerprint(tmp_path, CPU)
+        assert target == tmp_path / "easybuild" / "torchstack-fingerprint.json"
+        assert target == tmp_path / FINGERPRINT_FILE
+        assert json.loads(target.read_text()) == CPU.to_json()
+        assert target.read_text().endswith("}\n")
+
+    def test_accepts_a_str_installdir(self, tmp_path: Path) -> None:
+        assert write_fingerprint(str(tmp_path), CPU) == tmp_path / FINGERPRINT_FILE
+
+    def test_readable_by_everyone(self, tmp_path: Path) -> None:
+        # mkstemp creates 0600; the module's users must read it
+        target = write_fingerprint(tmp_path, CPU)
+        assert stat.S_IMODE(target.stat().st_mode) == 0o644
+
+    def test_leaves_no_temporary_file(self, tmp_path: Path) -> None:
+        write_fingerprint(tmp_path, CPU)
+        write_fingerprint(tmp_path, CU13)
+        assert os.listdir(tmp_path / "easybuild") == ["torchstack-fingerprint.json"]
+
+    def test_replaces_an_earlier_fingerprint(self, tmp_path: Path) -> None:
+        write_fingerprint(tmp_path, CPU)
+        write_fingerprint(tmp_path, CU13)
+        assert read_fingerprint(tmp_path) == CU13
+
+    def test_failed_replace_removes_the_temporary_file(self, tmp_path: Path) -> None:
+        # a non-empty folder where the file should go: os.replace cannot replace it
+        blocker = tmp_path / FINGERPRINT_FILE
+        blocker.mkdir(parents=True)
+        (blocker / "keep").write_text("")
+        with pytest.raises(OSError):
+            write_fingerprint(tmp_path, CPU)
+        assert os.listdir(tmp_path / "easybuild") == ["torchstack-fingerprint.json"]
+        assert os.listdir(blocker) == ["keep"]
+
+
+class TestReadFingerprint:
+    @pytest.mark.parametrize("fingerprint", FINGERPRINTS, ids=FINGERPRINT_IDS)
+    def test_round_trip(self, tmp_path: Path, fingerprint: Fingerprint) -> None:
+        write_fingerprint(tmp_path, fingerprint)
+        assert read_fingerprint(tmp_path) == fingerprint
+        assert read_fingerprint(str(tmp_path)) == fingerprint
+
+    @pytest.mark.parametrize(
+        "layout",
+        [
+            # an installation without the easybuild folder
+            "empty",
+            # the easybuild folder without the fingerprint (installed before torchstack)
+            "easybuild-only",
+            # an installdir that does not exist
+            "missing",
+        ],
+        ids=["empty", "easybuild-only", "missing"],
+    )
+    def test_none_when_absent(self, tmp_path: Path, layout: str) -> None:
+        if layout == "easybuild-only":
+            (tmp_path / "easybuild").mkdir()
+        installdir = tmp_path / "nowhere" if layout == "missing" else tmp_path
+        assert read_fingerprint(installdir) is None
+
+
+class TestWhatisLine:
+    @pytest.mark.parametrize(
+        ("fingerprint", "expected"),
+        [
+            # the provider names its own ABI tag
+            (CPU, "torchstack: provider torch-2.13.0-cxx11-cpu"),
+            (CU13, "torchstack: provider torch-2.13.0-cxx11-cu13"),
+            # a C++ consumer names the libtorch it needs
+            (consumer("cxx"), "torchstack: consumer torch-2.13.0-cxx11-cpu"),
+            # a stable-ABI consumer
+            (consumer("stable", cuda_major=13), "torchstack: consumer torch-2.13.0-stable-cu13"),
+            # a consumer that only imports torch
+            (consumer("python"), "torchstack: consumer torch-python"),
+        ],
+        ids=["cpu-provider", "cu13-provider", "cxx-consumer", "stable-consumer", "python"],
+    )
+    def test_text(self, fingerprint: Fingerprint, expected: str) -> None:
+        line = whatis_line(fingerprint)
+        assert line == expected
+        assert "\n" not in line

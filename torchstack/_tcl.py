@@ -1,0 +1,124 @@
+"""Tcl text of the module guards (Lmod's Tcl support, Environment Modules 5).
+
+The same protocol as the Lua text of `torchstack._lua`, proc for function. Tcl modulefiles run
+in an interpreter of their own, so the procs cannot clash with another module's.
+"""
+
+from __future__ import annotations
+
+_ESCAPES = {
+    "\\": "\\\\", '"': '\\"', "$": "\\$", "[": "\\[", "]": "\\]", "{": "\\{", "}": "\\}",
+    "\n": "\\n", "\r": "\\r", "\t": "\\t",
+}
+
+
+def tcl_string(text: str) -> str:
+    """`text` as a double-quoted, ASCII-only Tcl word.
+
+    Nothing in it is substituted, its braces never unbalance an enclosing body, and characters
+    outside printable ASCII are `\\u` escapes: Lmod's embedded Tcl reads modulefiles as Latin-1.
+    """
+    out = []
+    for char in text:
+        code = ord(char)
+        if char in _ESCAPES:
+            out.append(_ESCAPES[char])
+        elif code < 0x20 or code >= 0x7F:  # beyond the BMP: a surrogate pair, as Tcl 8.6 wants
+            units = char.encode("utf-16-be")
+            out += (f"\\u{units[i]:02x}{units[i + 1]:02x}" for i in range(0, len(units), 2))
+        else:
+            out.append(char)
+    return '"' + "".join(out) + '"'
+
+
+EVALUATOR = """\
+proc torchstack_compare {a b {n 0}} {
+    # numeric per dot-separated component; only the first n components when n > 0
+    regexp {^[0-9.]*} $a a
+    regexp {^[0-9.]*} $b b
+    set x [regexp -all -inline {[0-9]+} $a]
+    set y [regexp -all -inline {[0-9]+} $b]
+    if {$n == 0} {set n [expr {max([llength $x], [llength $y])}]}
+    for {set i 0} {$i < $n} {incr i} {
+        set p 0
+        set q 0
+        scan [lindex $x $i] %d p
+        scan [lindex $y $i] %d q
+        if {$p != $q} {return [expr {$p < $q ? -1 : 1}]}
+    }
+    return 0
+}
+proc torchstack_holds {release flavour clause} {
+    if {[regexp {^flavour=(.*)$} $clause -> wanted]} {return [expr {$wanted eq $flavour}]}
+    if {![regexp {^([<>=!]=?)(.+)$} $clause -> op v]} {return 0}
+    set n 0
+    if {[string range $v end-1 end] eq ".*"} {
+        set v [string range $v 0 end-2]
+        set n [llength [split $v .]]
+    }
+    set c [torchstack_compare $release $v $n]
+    switch -- $op {
+        == {return [expr {$c == 0}]}
+        != {return [expr {$c != 0}]}
+        >= {return [expr {$c >= 0}]}
+        <= {return [expr {$c <= 0}]}
+        > {return [expr {$c > 0}]}
+        < {return [expr {$c < 0}]}
+    }
+    return 0
+}
+proc torchstack_fits {tag kind payload} {
+    set clauses [split $payload ,]
+    if {$kind eq "cxx"} {return [expr {$tag eq [lindex $clauses 0]}]}
+    set parsed [regexp {^torch-([^-]+)-[^-]+-([^-]+)$} $tag -> release flavour]
+    foreach clause [lrange $clauses 1 end] {
+        if {$clause ne "" && !($parsed && [torchstack_holds $release $flavour $clause])} {
+            return 0
+        }
+    }
+    return 1
+}
+proc torchstack_describe {payload} {
+    set clauses [split $payload ,]
+    if {[llength $clauses] < 2} {return [lindex $clauses 0]}
+    return "[lindex $clauses 0] ([join [lrange $clauses 1 end] {, }])"
+}
+"""
+
+PROVIDER = """\
+if {[module-info mode load] && [info exists env(TORCHSTACK_CONSUMERS)]} {
+    set torchstack_refused {}
+    foreach entry [split $env(TORCHSTACK_CONSUMERS) ";"] {
+        if {![regexp {^([^|]*)\\|([^|]*)\\|([^|]*)\\|?(.*)$} $entry -> who kind payload home]} {
+            continue
+        }
+        if {![torchstack_fits $torchstack_tag $kind $payload]} {
+            set instead "use the torch module it was built with"
+            if {$home ne ""} {set instead "use $home instead"}
+            lappend torchstack_refused \\
+                "  $who needs [torchstack_describe $payload]: $instead, or unload $who first"
+        }
+    }
+    if {[llength $torchstack_refused]} {
+        error "torchstack: cannot load $torchstack_name ($torchstack_tag); loaded modules\\
+            need another torch:\\n[join $torchstack_refused \\n]"
+    }
+}
+setenv TORCHSTACK_TORCH_ABI $torchstack_tag
+setenv TORCHSTACK_TORCH_MODULE $torchstack_name
+"""
+
+CONSUMER = """\
+if {[module-info mode load] && [info exists env(TORCHSTACK_TORCH_ABI)]} {
+    set torchstack_loaded $env(TORCHSTACK_TORCH_ABI)
+    if {![torchstack_fits $torchstack_loaded $torchstack_kind $torchstack_payload]} {
+        set other $torchstack_home
+        regexp {^(.*)/} $torchstack_home -> other
+        if {[info exists env(TORCHSTACK_TORCH_MODULE)]} {set other $env(TORCHSTACK_TORCH_MODULE)}
+        error "torchstack: cannot load ${torchstack_name}: it needs\\
+            [torchstack_describe $torchstack_payload] but $other ($torchstack_loaded) is\\
+            loaded; load $torchstack_home instead (module swap $other $torchstack_home), or\\
+            unload $other first"
+    }
+}
+"""

@@ -1,0 +1,89 @@
+"""`torchstack scan INSTALLPATH [--swap FROM TO] [--json]`: the modules of an install path.
+
+Without --swap: a table of every module (module, role, abi tag, the PyTorch module it runs
+on); exit 0. With --swap: the consumers of FROM that TO would break and those it spares, each
+with its reason; exit 0 when none breaks, 1 when any does. --json prints the same as data.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from torchstack.scan import InstalledModule, Scan, SwapOutcome, SwapReport
+
+NAME = "scan"
+HELP = ("list the modules of an EasyBuild install path with their torch fingerprints; "
+        "with --swap, which consumers a PyTorch swap would break (exit 1 if any)")
+SCANNED_NOTE = "* not recorded by the installation: fingerprinted on the fly"
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("installpath", metavar="INSTALLPATH",
+                        help="EasyBuild install path (holds modules/all and software)")
+    parser.add_argument("--swap", nargs=2, metavar=("FROM", "TO"),
+                        help="PyTorch module full names, e.g. PyTorch/2.13.0-whl "
+                             "PyTorch/2.14.1-CUDA-13.0-whl")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def execute(args: argparse.Namespace) -> int:
+    import json  # here, not above: building the parser stays cheap for every subcommand
+
+    from torchstack.scan import plan_swap, scan_installpath
+
+    found = scan_installpath(args.installpath)
+    if args.swap is None:
+        print(json.dumps(found.to_json(), indent=2) if args.json else table(found))
+        return 0
+    report = plan_swap(found, args.swap[0], args.swap[1])
+    print(json.dumps(report.to_json(), indent=2) if args.json else describe_swap(report))
+    return 0 if report.safe else 1
+
+
+def table(scan: Scan) -> str:
+    """One row a module: module, role, abi tag, the PyTorch module it runs on."""
+    if not scan.modules:
+        return f"{scan.installpath}: no module files in modules/all"
+    rows = [("MODULE", "ROLE", "ABI TAG", "RUNS ON")] + [_row(m) for m in scan.modules]
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, [*widths, 0])).rstrip()
+             for row in rows]
+    if any(m.source == "scanned" for m in scan.modules):
+        lines.append(SCANNED_NOTE)
+    return "\n".join(lines)
+
+
+def _row(module: InstalledModule) -> tuple[str, str, str, str]:
+    found = module.fingerprint
+    if found is None:
+        return module.name, "no torch", "-", "-"
+    role = f"consumer ({found.link})" if found.role == "consumer" else found.role
+    tag = found.abi_tag + (" *" if module.source == "scanned" else "")
+    runs_on = "-" if found.role == "provider" else module.runs_on or "unknown"
+    return module.name, role, tag, runs_on
+
+
+def describe_swap(report: SwapReport) -> str:
+    """A heading, then the groups "would break (rebuild):" and "stays safe:" with reasons."""
+    count = len(report.would_break) + len(report.stays_safe)
+    lines = [
+        f"swap {_named(report.source)} -> {_named(report.target)}: "
+        f"{count} consumer module{'' if count == 1 else 's'} run{'s' if count == 1 else ''} "
+        f"on {report.source.name}",
+        "would break (rebuild):",
+        *_group(report.would_break),
+        "stays safe:",
+        *_group(report.stays_safe),
+    ]
+    return "\n".join(lines)
+
+
+def _named(module: InstalledModule) -> str:
+    tag = module.fingerprint.abi_tag if module.fingerprint is not None else "no torch"
+    return f"{module.name} ({tag})"
+
+
+def _group(outcomes: tuple[SwapOutcome, ...]) -> list[str]:
+    return [f"  {o.module}: {o.verdict.line()}" for o in outcomes] or ["  (none)"]

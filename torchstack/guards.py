@@ -1,0 +1,234 @@
+"""Module guards: the Lua (Lmod) and Tcl text that refuses unsafe PyTorch loads and swaps.
+
+The protocol (DESIGN.md, "Swap guards"). Each half stands on its own: neither relies on Lmod
+re-running a loaded consumer when its PyTorch is swapped (Lmod 8.6.19 does not, nor does Lmod
+from 8.7.62 on).
+
+- Provider half, in every PyTorch module (`provider_lua`, `provider_tcl`): on load it checks
+  every registration in `TORCHSTACK_CONSUMERS` against its own abi tag and refuses with one
+  error naming each consumer that cannot use it; then it sets `TORCHSTACK_TORCH_ABI` (its abi
+  tag) and `TORCHSTACK_TORCH_MODULE` (its full module name).
+- Consumer half, before `depends_on("PyTorch/...")` (`consumer_lua`, `consumer_tcl`): on load
+  it refuses when `TORCHSTACK_TORCH_ABI` is set and does not fit, then registers with
+  `prepend_path("TORCHSTACK_CONSUMERS", entry, ";")`, which unload reverses.
+
+A registration entry is `<module>|<kind>|<payload>|<provider module>`: `kind` is the link class,
+`payload` is `<consumer abi tag>[,<clause>...]` and the fourth field names the torch module the
+consumer was built with, so that a provider's refusal can say what to load instead. Evaluation:
+- cxx: the provider's tag equals the payload's tag (`tv/0.28.0|cxx|torch-2.13.0-cxx11-cpu|...`);
+- stable and python: every clause holds for the release and flavour parsed out of the provider
+  tag `torch-<release>-<abi>-<flavour>`. Clauses: `==V`, `!=V`, `>=V`, `<=V`, `>V`, `<V`,
+  `!=V.*` (numeric per dot-separated component, missing components count as 0) and
+  `flavour=F`. A stable consumer carries `>=<its torch release>`, `flavour=<its flavour>` when
+  it has GPU code (compat's `runtime_flavour` is not cpu), then its requires_torch; a python
+  consumer only its requires_torch.
+
+On refusal Lmod (Lua `LmodError`, Tcl `error`, which Lmod's Tcl reader turns into LmodError)
+aborts the whole command before it writes any change: the shell's environment, LOADEDMODULES
+and every TORCHSTACK_* variable stay as they were, and `module` returns non-zero; a refused
+Tcl module is never half loaded. Environment Modules 5 likewise refuses a modulefile that
+calls `error` while loading (not tested here: only Lmod is installed). Lmod also evaluates
+Tcl modulefiles in mode "load" for its dependency check and `module refresh`; there the Tcl
+halves re-check the finished environment, which the guards already kept safe.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from torchstack import _lua, _tcl
+from torchstack._lua import lua_string
+from torchstack._tcl import tcl_string
+from torchstack.errors import TorchstackError
+from torchstack.fingerprint import Fingerprint, Link, runtime_flavour
+from torchstack.record import PROVIDER_VARIABLE
+
+MODULE_VARIABLE = "TORCHSTACK_TORCH_MODULE"
+CONSUMERS_VARIABLE = "TORCHSTACK_CONSUMERS"
+DELIMITER = ";"
+# What Lmod's path handling would rewrite or split in an entry of TORCHSTACK_CONSUMERS
+# (whitespace, '//', '.' components, a leading '~', a trailing '/'), and what Lmod's Tcl
+# reader copies unescaped into Lua ('"', '\').
+_UNSAFE_ENTRY = re.compile(r'[\s;"\\]|//|(?:^|/)\.(?:/|$)|^~|/$')
+
+__all__ = [
+    "CONSUMERS_VARIABLE",
+    "MODULE_VARIABLE",
+    "PROVIDER_VARIABLE",
+    "GuardError",
+    "Requirement",
+    "consumer_lua",
+    "consumer_tcl",
+    "lua_string",
+    "provider_lua",
+    "provider_tcl",
+    "registration",
+    "requirement",
+    "sitepackage_lua",
+    "specifier_clauses",
+    "tcl_string",
+]
+
+
+class GuardError(TorchstackError):
+    """A fingerprint, module name or requirement that a module guard cannot carry."""
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """What a consumer needs of the torch that is loaded, in the guards' terms."""
+
+    kind: Link
+    tag: str
+    clauses: tuple[str, ...]
+
+    @property
+    def payload(self) -> str:
+        return ",".join((self.tag, *self.clauses))
+
+
+def requirement(consumer: Fingerprint) -> Requirement:
+    """The requirement a consumer registers: compat's rules, as the guards evaluate them."""
+    _expect_role(consumer, "consumer")
+    if consumer.link == "cxx":
+        return Requirement("cxx", consumer.abi_tag, ())
+    if consumer.link not in ("stable", "python"):
+        raise GuardError(f"{_who(consumer)}: link {consumer.link!r} is not cxx/stable/python")
+    clauses: list[str] = []
+    if consumer.link == "stable":
+        if consumer.torch.release:
+            clauses.append(">=" + _join(_release(consumer.torch.release)))
+        flavour = runtime_flavour(consumer.torch, consumer.cuda_major)
+        if flavour != "cpu":
+            clauses.append(f"flavour={flavour}")
+    clauses += specifier_clauses(consumer.requires_torch or "")
+    return Requirement(consumer.link, consumer.abi_tag, tuple(clauses))
+
+
+def specifier_clauses(specifier: str) -> tuple[str, ...]:
+    """A PEP 440 specifier as guard clauses on release numbers.
+
+    `~=V` and `==V.*` become a `>=` / `<` pair, `!=V.*` stays a prefix clause and `===` is
+    `==`. Pre-, post-, dev- and local segments are dropped here and in the provider's release
+    (2.14.0a0 counts as 2.14.0): the guards compare releases, compat compares full versions.
+    """
+    try:
+        specs = SpecifierSet(specifier)
+    except InvalidSpecifier as exc:
+        raise GuardError(f"invalid torch requirement {specifier!r}") from exc
+    return tuple(c for s in sorted(specs, key=str) for c in _clauses(s.operator, s.version))
+
+
+def _clauses(operator: str, version: str) -> tuple[str, ...]:
+    wildcard = version.endswith(".*")
+    release = _release(version[:-2] if wildcard else version)
+    if operator == "~=" or (operator == "==" and wildcard):
+        upper = list(release[:-1] if operator == "~=" else release)
+        upper[-1] += 1
+        return (">=" + _join(release), "<" + _join(upper))
+    if operator == "!=" and wildcard:
+        return (f"!={_join(release)}.*",)
+    return (("==" if operator == "===" else operator) + _join(release),)
+
+
+def registration(consumer: Fingerprint, module: str, provider_module: str) -> str:
+    """The consumer's entry in TORCHSTACK_CONSUMERS; GuardError if Lmod would alter it."""
+    return _entry(consumer, requirement(consumer), module, provider_module)
+
+
+def _entry(consumer: Fingerprint, need: Requirement, module: str, provider_module: str) -> str:
+    fields = {"module": module, "provider module": provider_module, "abi tag": need.tag}
+    problems = [f"{label} {value!r}" for label, value in fields.items()
+                if not value or "|" in value or _UNSAFE_ENTRY.search(value)]
+    if "," in need.tag:
+        problems.append(f"abi tag {need.tag!r}")
+    if problems:
+        raise GuardError(f"{_who(consumer)}: cannot register in {CONSUMERS_VARIABLE}: "
+                         + ", ".join(problems))
+    return "|".join((module, need.kind, need.payload, provider_module))
+
+
+def provider_lua(fp: Fingerprint, module: str) -> str:
+    """The provider half of a PyTorch module's Lua modulefile; `module` is its full name."""
+    _expect_role(fp, "provider")
+    return (
+        "-- torchstack provider guard: refuse to load this torch while a loaded module\n"
+        f"-- registered in {CONSUMERS_VARIABLE} cannot use it; tell consumers which is loaded.\n"
+        "do\n"
+        f"   local tag, name = {lua_string(fp.abi_tag)}, {lua_string(module)}\n"
+        + _lua.EVALUATOR + _lua.PROVIDER + "end\n"
+    )
+
+
+def consumer_lua(fp: Fingerprint, module: str, provider_module: str) -> str:
+    """The consumer half, to place before the modulefile's `depends_on(provider_module)`."""
+    need = requirement(fp)
+    entry = _entry(fp, need, module, provider_module)
+    values = ", ".join(lua_string(v) for v in (module, need.kind, need.payload, provider_module))
+    return (
+        "-- torchstack consumer guard: refuse a loaded torch this module cannot use, then\n"
+        f"-- register what it needs in {CONSUMERS_VARIABLE} for the torch modules loaded later.\n"
+        "do\n"
+        f"   local name, kind, payload, home = {values}\n"
+        + _lua.EVALUATOR + _lua.CONSUMER
+        + f"   prepend_path({lua_string(CONSUMERS_VARIABLE)}, {lua_string(entry)}, "
+        f"{lua_string(DELIMITER)})\n"
+        "end\n"
+    )
+
+
+def provider_tcl(fp: Fingerprint, module: str) -> str:
+    """The provider half for a Tcl modulefile; a refusal is an `error` (see the module doc)."""
+    _expect_role(fp, "provider")
+    return (
+        "# torchstack provider guard: refuse to load this torch while a loaded module\n"
+        f"# registered in {CONSUMERS_VARIABLE} cannot use it; tell consumers which is loaded.\n"
+        f"set torchstack_tag {tcl_string(fp.abi_tag)}\n"
+        f"set torchstack_name {tcl_string(module)}\n"
+        + _tcl.EVALUATOR + _tcl.PROVIDER
+    )
+
+
+def consumer_tcl(fp: Fingerprint, module: str, provider_module: str) -> str:
+    """The consumer half for a Tcl modulefile, to place before its `depends-on`."""
+    need = requirement(fp)
+    entry = _entry(fp, need, module, provider_module)
+    return (
+        "# torchstack consumer guard: refuse a loaded torch this module cannot use, then\n"
+        f"# register what it needs in {CONSUMERS_VARIABLE} for the torch modules loaded later.\n"
+        f"set torchstack_name {tcl_string(module)}\n"
+        f"set torchstack_kind {tcl_string(need.kind)}\n"
+        f"set torchstack_payload {tcl_string(need.payload)}\n"
+        f"set torchstack_home {tcl_string(provider_module)}\n"
+        + _tcl.EVALUATOR + _tcl.CONSUMER
+        + f"prepend-path -d {tcl_string(DELIMITER)} {CONSUMERS_VARIABLE} {tcl_string(entry)}\n"
+    )
+
+
+def sitepackage_lua() -> str:
+    """A SitePackage.lua whose finalize hook refuses unsafe mixes site-wide (see its header)."""
+    return _lua.SITEPACKAGE_HEAD + _lua.EVALUATOR + _lua.SITEPACKAGE_BODY
+
+
+def _expect_role(fp: Fingerprint, role: str) -> None:
+    if fp.role != role:
+        raise GuardError(f"{_who(fp)} is a torch {fp.role}, not a {role}")
+
+
+def _release(version: str) -> tuple[int, ...]:
+    try:
+        return Version(version).release
+    except InvalidVersion as exc:
+        raise GuardError(f"invalid version {version!r} in a torch requirement") from exc
+
+
+def _join(numbers: tuple[int, ...] | list[int]) -> str:
+    return ".".join(str(n) for n in numbers)
+
+
+def _who(fp: Fingerprint) -> str:
+    return f"{fp.name} {fp.version}"

@@ -1,0 +1,53 @@
+"""The fingerprint of one EasyBuild installation, checked against the torch it runs on.
+
+Shared by the easyblocks and the hooks file: after the install, the installation is
+fingerprinted; its consumers are checked against its own torch or, for a module on top of a
+PyTorch module, against that module's recorded fingerprint.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from torchstack import compat, record
+from torchstack.errors import TorchstackError
+from torchstack.fingerprint import Fingerprint, installation_fingerprints
+
+_LINK_RANK = {"cxx": 2, "stable": 1, "python": 0}
+
+
+class InstallationError(TorchstackError):
+    """An installation whose consumers do not fit the torch they run on."""
+
+
+@dataclass(frozen=True)
+class Installation:
+    """What an installation provides or needs, and the torch that was checked against it."""
+
+    fingerprint: Fingerprint | None
+    provider: Fingerprint | None
+
+
+def provider_of(root: str | Path | None) -> Fingerprint | None:
+    """The torch fingerprint of a PyTorch installation: recorded, or read from its files."""
+    if not root:
+        return None
+    recorded = record.read_fingerprint(root)
+    if recorded is not None and recorded.role == "provider":
+        return recorded
+    return installation_fingerprints(root)[0]
+
+
+def examine(installdir: str | Path, dependency_torch_root: str | Path | None) -> Installation:
+    """Fingerprint `installdir`; raise with every reason when a consumer does not fit."""
+    own_torch, consumers = installation_fingerprints(installdir)
+    provider = own_torch or provider_of(dependency_torch_root)
+    if provider is not None:
+        consumers = [compat.assume_built_against(provider, c) for c in consumers]
+        refusals = [v.line() for v in (compat.check(provider, c) for c in consumers)
+                    if not v.compatible]
+        if refusals:
+            raise InstallationError("; ".join(refusals))
+    strongest = max(consumers, key=lambda c: _LINK_RANK[c.link or "python"], default=None)
+    return Installation(own_torch or strongest, provider)
