@@ -20,12 +20,19 @@ setup(
     install_requires=["torch"],
 )
 """
+# cholesky() is in torch 2.13's C++ API and gone from 2.14's: like most real extensions, this
+# one is bound to the release it was built against, and fails to load on another.
 EXT_CPP = """\
 #include <torch/extension.h>
 
 torch::Tensor add_one(const torch::Tensor& x) { return x + 1; }
 
-PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("add_one", &add_one); }
+torch::Tensor lower_factor(const torch::Tensor& x) { return at::cholesky(x, false); }
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("add_one", &add_one);
+  m.def("lower_factor", &lower_factor);
+}
 """
 INIT_PY = "import torch  # noqa: F401\n\nfrom torchstack_demo_ext._C import add_one  # noqa: F401\n"
 

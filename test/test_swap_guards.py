@@ -116,7 +116,7 @@ class TestLoad:
                                         stack_modules: dict[str, str]) -> None:
         run = eb_env.shell(f"module load {stack_modules['ext']}\n"
                            f"module unload {stack_modules['ext']}\n"
-                           f"module swap {CPU} {CUDA}\n"
+                           f"module load {CPU}\nmodule swap {CPU} {CUDA}\n"
                            "echo consumers=${TORCHSTACK_CONSUMERS:-none}")
         assert run.returncode == 0, run.stderr
         assert "consumers=none" in run.stdout
