@@ -12,8 +12,9 @@ from __future__ import annotations
 import shlex
 
 import pytest
-from conftest import stage_wheels
+from conftest import PYTORCH_CPU, cache_dir, cache_lock, stage_wheels
 from ebenv import EasyBuildEnv, wheel_easyconfig
+from extension_src import build_extension_wheel
 
 CPU, CPU_COPY = "PyTorch/2.13.0-whl", "PyTorch/2.13.0-copy-whl"
 CUDA = "PyTorch/2.14.1-CUDA-13.0-whl"
@@ -120,3 +121,36 @@ class TestLoad:
                            "echo consumers=${TORCHSTACK_CONSUMERS:-none}")
         assert run.returncode == 0, run.stderr
         assert "consumers=none" in run.stdout
+
+
+class TestTclModules:
+    """A consumer module written with `eb --module-syntax=Tcl`, read by Lmod: the Tcl consumer
+    half refuses like the Lua one (Lmod turns the Tcl `error` into an aborted command)."""
+
+    @pytest.fixture(scope="class")
+    def tcl_ext(self, eb_env: EasyBuildEnv, demo_ext_module: str, real_tree: object) -> str:
+        with cache_lock("demo-ext"):
+            wheel = build_extension_wheel(cache_dir(), eb_env.python_root / "bin" / "python",
+                                          real_tree("torch-2.13.0"))  # type: ignore[operator]
+        easyconfig = wheel_easyconfig(
+            eb_env.root / "torchstack_demo_ext-0.1-tcl.eb", "torchstack_demo_ext", "0.1",
+            stage_wheels(eb_env, "torchstack_demo_ext", [wheel]), dependencies=[PYTORCH_CPU],
+            versionsuffix="-tcl",
+        )
+        result = eb_env.eb(easyconfig, "--module-syntax=Tcl")
+        assert result.returncode == 0, result.stdout[-3000:]
+        return "torchstack_demo_ext/0.1-tcl"
+
+    def test_tcl_consumer_guard(self, eb_env: EasyBuildEnv, tcl_ext: str,
+                                cuda_wheels_module: str) -> None:
+        text = (eb_env.installpath / "modules" / "all" / tcl_ext).read_text()
+        assert text.startswith("#%Module")
+        assert text.index("TORCHSTACK_CONSUMERS") < text.index("PyTorch/2.13.0-whl")
+        ok = eb_env.shell(f"module load {tcl_ext}\n{_works('ext')}")
+        assert ok.returncode == 0, ok.stderr
+        refused = eb_env.shell(f"module load {tcl_ext}\nmodule swap {CPU} {CUDA}")
+        assert refused.returncode != 0
+        assert tcl_ext in refused.stderr
+        on_cuda = eb_env.shell(f"module load {CUDA}\nmodule load {tcl_ext}")
+        assert on_cuda.returncode != 0
+        assert CPU in on_cuda.stderr
