@@ -29,7 +29,7 @@ from torchstack import (
     record,
     wheeltags,
 )
-from torchstack.distributions import importable_top_level, open_wheel
+from torchstack.distributions import importable_top_level
 
 CUDA_LIBS_CHOICES = ('wheels', 'modules')
 
@@ -77,7 +77,7 @@ class PyTorchWheels(PythonBundle):
             if ext.name not in explicit:
                 self.import_names.extend(importable_top_level(Path(ext.src)))
                 ext.options['modulename'] = False
-        cuda_plan = self._cuda_modules_plan(ext.src for ext in wheels)
+        cuda_plan = self._cuda_modules_plan([ext.src for ext in wheels])
         cmd = installer.install_command(self.python_cmd, self.installdir, [ext.src for ext in wheels])
         self.log.info("Installing %d wheels with one command", len(wheels))
         try:
@@ -97,9 +97,7 @@ class PyTorchWheels(PythonBundle):
     def _check_wheel_tags(self, paths):
         """Refuse wheels built for another Python or another architecture."""
         pyver = tuple(int(x) for x in get_software_version('Python').split('.')[:2])
-        arch = platform.machine()
-        misfits = [wheeltags.misfit(os.path.basename(p), pyver, arch) for p in paths]
-        misfits = [m for m in misfits if m]
+        misfits = wheeltags.misfits(paths, pyver, platform.machine())
         if misfits:
             raise EasyBuildError("torchstack: wheel does not fit: %s", '; '.join(misfits))
 
@@ -116,8 +114,7 @@ class PyTorchWheels(PythonBundle):
 
     def _cuda_modules_plan(self, paths):
         """With cuda_libs = 'modules': which dependency module satisfies each CUDA pin of torch."""
-        torch_wheels = [p for p in paths if os.path.basename(p).startswith('torch-')]
-        if self.cfg['cuda_libs'] != 'modules' or not torch_wheels:
+        if self.cfg['cuda_libs'] != 'modules':
             return []
         provided = {}
         for dep in self.cfg.dependencies():
@@ -126,8 +123,7 @@ class PyTorchWheels(PythonBundle):
                 provided[dep['name']] = cudalibs.Provided(dep['name'], get_software_version(dep['name']), Path(root))
         pyver = '.'.join(get_software_version('Python').split('.')[:2])
         try:
-            with open_wheel(Path(torch_wheels[0])) as torch:
-                return cudalibs.plan_with_modules(torch.requires_dist, pyver, platform.machine(), provided)
+            return cudalibs.plan_for_wheels(paths, pyver, platform.machine(), provided)
         except TorchstackError as err:
             raise EasyBuildError("torchstack: %s", err) from err
 
@@ -149,8 +145,7 @@ class PyTorchWheels(PythonBundle):
 
     def _check_libraries_resolve(self):
         roots = [get_software_root(dep['name']) for dep in self.cfg.dependencies()]
-        search_path = [p for p in os.environ.get('LD_LIBRARY_PATH', '').split(':') if p]
-        search_path += installcheck.module_library_dirs(r for r in roots if r)
+        search_path = installcheck.search_path(os.environ.get('LD_LIBRARY_PATH', ''), [r for r in roots if r])
         site_packages = [os.path.join(r, self.pylibdir) for r in [self.installdir, get_software_root('PyTorch')] if r]
         failures, notes = installcheck.unresolved_libraries(self.installdir, search_path, site_packages)
         for note in notes:
@@ -170,11 +165,11 @@ class PyTorchWheels(PythonBundle):
     def make_module_dep(self, *args, **kwargs):
         """The consumer half of the swap guards goes before the dependency on PyTorch."""
         txt = super().make_module_dep(*args, **kwargs)
-        torch_modules = [d['full_mod_name'] for d in self.cfg.dependencies() if d['name'] == 'PyTorch']
-        if self.fingerprint is None or self.fingerprint.role != 'consumer' or not torch_modules:
+        torch_module = modulefile.torch_module(self.cfg.dependencies())
+        if self.fingerprint is None or self.fingerprint.role != 'consumer' or torch_module is None:
             return txt
         try:
-            return modulefile.guard_module_text(txt, self.fingerprint, self.full_mod_name, torch_modules[0],
+            return modulefile.guard_module_text(txt, self.fingerprint, self.full_mod_name, torch_module,
                                                 self.module_generator.SYNTAX)
         except TorchstackError as err:
             raise EasyBuildError("torchstack: %s", err) from err

@@ -136,35 +136,49 @@ def stage_wheels(eb_env: EasyBuildEnv, software: str,
             for w in wheels]
 
 
-def consumer_module(eb_env: EasyBuildEnv, wheel: Path, name: str, version: str,
-                    torch_module: tuple[str, ...] = PYTORCH_CPU) -> str:
-    """Install one consumer wheel as a module on a PyTorch module; fails the test if eb fails."""
+def consumer_module(
+    eb_env: EasyBuildEnv, wheel: Path, name: str, version: str,
+    dependencies: list[tuple[str, ...]] | None = None, suffix: str = "-whl",
+    easyblock: str = "PyTorchWheels", options: tuple[str, ...] = (),
+) -> str:
+    """Install one wheel as a module (on PyTorch 2.13.0 by default); fails the test if eb fails."""
     easyconfig = wheel_easyconfig(
-        eb_env.root / f"{name}-{version}-whl.eb", name, version,
-        stage_wheels(eb_env, name, [wheel]), dependencies=[torch_module],
+        eb_env.root / f"{name}-{version}{suffix}.eb", name, version,
+        stage_wheels(eb_env, name, [wheel]),
+        dependencies=[PYTORCH_CPU] if dependencies is None else dependencies,
+        versionsuffix=suffix, easyblock=easyblock,
     )
-    result = eb_env.eb(easyconfig)
+    result = eb_env.eb(easyconfig, *options)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
-    return f"{name}/{version}-whl"
+    return f"{name}/{version}{suffix}"
 
 
 @pytest.fixture(scope="session")
-def toy_module(eb_env: EasyBuildEnv, pytorch_cpu_module: str,
-               tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A pure-Python consumer that imports torch and requires torch>=2.13, as a module."""
+def toy_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A pure-Python consumer that imports torch and requires torch>=2.13."""
     code = b"import torch\n\ndef double(x):\n    return torch.as_tensor(x) * 2\n"
-    wheel = build_wheel(tmp_path_factory.mktemp("toy"), "torchtoy", "1.0",
-                        {"torchtoy/__init__.py": code}, requires=("torch>=2.13",))
-    return consumer_module(eb_env, wheel, "torchtoy", "1.0")
+    return build_wheel(tmp_path_factory.mktemp("toy"), "torchtoy", "1.0",
+                       {"torchtoy/__init__.py": code}, requires=("torch>=2.13",))
 
 
 @pytest.fixture(scope="session")
-def demo_ext_module(eb_env: EasyBuildEnv, pytorch_cpu_module: str, real_tree: object) -> str:
-    """A real C++ extension built against torch 2.13.0+cpu, as a module on PyTorch 2.13.0."""
+def demo_ext_wheel(eb_env: EasyBuildEnv, real_tree: object) -> Path:
+    """A real C++ extension built against torch 2.13.0+cpu (cached across sessions)."""
     with cache_lock("demo-ext"):
-        wheel = build_extension_wheel(cache_dir(), eb_env.python_root / "bin" / "python",
-                                      real_tree("torch-2.13.0"))  # type: ignore[operator]
-    return consumer_module(eb_env, wheel, "torchstack_demo_ext", "0.1")
+        return build_extension_wheel(cache_dir(), eb_env.python_root / "bin" / "python",
+                                     real_tree("torch-2.13.0"))  # type: ignore[operator]
+
+
+@pytest.fixture(scope="session")
+def toy_module(eb_env: EasyBuildEnv, pytorch_cpu_module: str, toy_wheel: Path) -> str:
+    """torchtoy as a module on PyTorch 2.13.0."""
+    return consumer_module(eb_env, toy_wheel, "torchtoy", "1.0")
+
+
+@pytest.fixture(scope="session")
+def demo_ext_module(eb_env: EasyBuildEnv, pytorch_cpu_module: str, demo_ext_wheel: Path) -> str:
+    """The C++ extension as a module on PyTorch 2.13.0."""
+    return consumer_module(eb_env, demo_ext_wheel, "torchstack_demo_ext", "0.1")
 
 
 @pytest.fixture(scope="session")
@@ -193,4 +207,4 @@ def torchvision_stable_module(eb_env: EasyBuildEnv, cuda_wheels_module: str,
                               real_wheel: object) -> str:
     """torchvision 0.29.1 (stable ABI, CUDA 13) as a module on PyTorch 2.14.1."""
     wheel = real_wheel("torchvision-0.29.1")  # type: ignore[operator]
-    return consumer_module(eb_env, wheel, "torchvision", "0.29.1", PYTORCH_CUDA)
+    return consumer_module(eb_env, wheel, "torchvision", "0.29.1", [PYTORCH_CUDA])

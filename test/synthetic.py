@@ -470,7 +470,7 @@ def build_wheels(root: Path, libs: SyntheticLibs) -> SyntheticWheels:
 def synthetic_libs(tmp_path_factory: pytest.TempPathFactory) -> SyntheticLibs:
     """The synthetic libraries, compiled once a session."""
     if shutil.which("g++") is None:
-        pytest.skip("g++ is needed to build the synthetic ELF libraries")
+        pytest.fail("g++ is missing: run scripts/setup, which installs it")
     return build_libraries(tmp_path_factory.mktemp("synthetic-libs"))
 
 

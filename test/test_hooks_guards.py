@@ -10,9 +10,8 @@ import shlex
 from pathlib import Path
 
 import pytest
-from conftest import cache_dir, cache_lock, stage_wheels
+from conftest import consumer_module, stage_wheels
 from ebenv import EasyBuildEnv, wheel_easyconfig
-from extension_src import build_extension_wheel
 from wheelbuild import build_wheel
 
 from torchstack.paths import hooks_path
@@ -22,16 +21,11 @@ PB_TORCH = ("PyTorch", "2.13.0", "-pb")
 CUDA = "PyTorch/2.14.1-CUDA-13.0-whl"
 
 
-def _bundle(eb_env: EasyBuildEnv, name: str, version: str, suffix: str, wheels: list[Path],
-            dependencies: list[tuple[str, ...]] | None = None) -> str:
-    exts = stage_wheels(eb_env, name, wheels)
-    easyconfig = wheel_easyconfig(
-        eb_env.root / f"{name}-{version}{suffix}.eb", name, version, exts,
-        dependencies=dependencies, versionsuffix=suffix, easyblock="PythonBundle",
-    )
-    result = eb_env.eb(easyconfig, f"--hooks={hooks_path()}")
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
-    return f"{name}/{version}{suffix}"
+def _bundle(eb_env: EasyBuildEnv, wheel: Path, name: str, version: str,
+            dependencies: list[tuple[str, ...]]) -> str:
+    """An upstream-style PythonBundle module of one wheel, built with the hooks file."""
+    return consumer_module(eb_env, wheel, name, version, dependencies, suffix="-pb",
+                           easyblock="PythonBundle", options=(f"--hooks={hooks_path()}",))
 
 
 @pytest.fixture(scope="session")
@@ -46,20 +40,13 @@ def pb_torch(eb_env: EasyBuildEnv, real_wheel: object) -> str:
 
 
 @pytest.fixture(scope="session")
-def pb_ext(eb_env: EasyBuildEnv, pb_torch: str, real_tree: object) -> str:
-    with cache_lock("demo-ext"):
-        wheel = build_extension_wheel(cache_dir(), eb_env.python_root / "bin" / "python",
-                                      real_tree("torch-2.13.0"))  # type: ignore[operator]
-    return _bundle(eb_env, "torchstack_demo_ext", "0.1", "-pb", [wheel], [PB_TORCH])
+def pb_ext(eb_env: EasyBuildEnv, pb_torch: str, demo_ext_wheel: Path) -> str:
+    return _bundle(eb_env, demo_ext_wheel, "torchstack_demo_ext", "0.1", [PB_TORCH])
 
 
 @pytest.fixture(scope="session")
-def pb_toy(eb_env: EasyBuildEnv, pb_torch: str,
-           tmp_path_factory: pytest.TempPathFactory) -> str:
-    code = b"import torch\n\ndef double(x):\n    return torch.as_tensor(x) * 2\n"
-    wheel = build_wheel(tmp_path_factory.mktemp("pbtoy"), "torchtoy", "1.0",
-                        {"torchtoy/__init__.py": code}, requires=("torch>=2.13",))
-    return _bundle(eb_env, "torchtoy", "1.0", "-pb", [wheel], [PB_TORCH])
+def pb_toy(eb_env: EasyBuildEnv, pb_torch: str, toy_wheel: Path) -> str:
+    return _bundle(eb_env, toy_wheel, "torchtoy", "1.0", [PB_TORCH])
 
 
 def _module_text(eb_env: EasyBuildEnv, module: str) -> str:
@@ -79,7 +66,7 @@ class TestRecording:
 
     def test_module_without_torch_untouched(self, eb_env: EasyBuildEnv, tmp_path: Path) -> None:
         wheel = build_wheel(tmp_path, "plainpkg", "1.0", {"plainpkg/__init__.py": b""})
-        module = _bundle(eb_env, "plainpkg", "1.0", "-pb", [wheel])
+        module = _bundle(eb_env, wheel, "plainpkg", "1.0", [])
         assert "TORCHSTACK" not in _module_text(eb_env, module)
         software = eb_env.installpath / "software" / "plainpkg" / "1.0-pb"
         assert not (software / FINGERPRINT_FILE).exists()

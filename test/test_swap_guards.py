@@ -10,11 +10,11 @@ and fails (undefined symbols, missing operators) when the guard refused it.
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 
 import pytest
-from conftest import PYTORCH_CPU, cache_dir, cache_lock, stage_wheels
+from conftest import consumer_module, stage_wheels
 from ebenv import EasyBuildEnv, wheel_easyconfig
-from extension_src import build_extension_wheel
 
 CPU, CPU_COPY = "PyTorch/2.13.0-whl", "PyTorch/2.13.0-copy-whl"
 CUDA = "PyTorch/2.14.1-CUDA-13.0-whl"
@@ -128,18 +128,10 @@ class TestTclModules:
     half refuses like the Lua one (Lmod turns the Tcl `error` into an aborted command)."""
 
     @pytest.fixture(scope="class")
-    def tcl_ext(self, eb_env: EasyBuildEnv, demo_ext_module: str, real_tree: object) -> str:
-        with cache_lock("demo-ext"):
-            wheel = build_extension_wheel(cache_dir(), eb_env.python_root / "bin" / "python",
-                                          real_tree("torch-2.13.0"))  # type: ignore[operator]
-        easyconfig = wheel_easyconfig(
-            eb_env.root / "torchstack_demo_ext-0.1-tcl.eb", "torchstack_demo_ext", "0.1",
-            stage_wheels(eb_env, "torchstack_demo_ext", [wheel]), dependencies=[PYTORCH_CPU],
-            versionsuffix="-tcl",
-        )
-        result = eb_env.eb(easyconfig, "--module-syntax=Tcl")
-        assert result.returncode == 0, result.stdout[-3000:]
-        return "torchstack_demo_ext/0.1-tcl"
+    def tcl_ext(self, eb_env: EasyBuildEnv, pytorch_cpu_module: str,
+                demo_ext_wheel: Path) -> str:
+        return consumer_module(eb_env, demo_ext_wheel, "torchstack_demo_ext", "0.1",
+                               suffix="-tcl", options=("--module-syntax=Tcl",))
 
     def test_tcl_consumer_guard(self, eb_env: EasyBuildEnv, tcl_ext: str,
                                 cuda_wheels_module: str) -> None:

@@ -249,3 +249,16 @@ def wheel_projects(names: Iterable[str]) -> list[str]:
         if project in LIBRARIES or project == TOOLKIT:
             found.append(name)
     return found
+
+
+def plan_for_wheels(
+    wheels: Iterable[str], python_version: str, arch: str, provided: Mapping[str, Provided]
+) -> list[tuple[Pin, Provided]]:
+    """The module plan for the torch wheel among `wheels`; empty when there is none."""
+    from torchstack.distributions import open_wheel
+
+    torch_wheels = [w for w in wheels if os.path.basename(w).startswith("torch-")]
+    if not torch_wheels:
+        return []
+    with open_wheel(Path(torch_wheels[0])) as torch:
+        return plan_with_modules(torch.requires_dist, python_version, arch, provided)

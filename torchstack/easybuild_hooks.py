@@ -39,10 +39,9 @@ def module_write_hook(self, filepath, module_txt, *args, **kwargs):
     fingerprint = getattr(self, ATTRIBUTE, None)
     if fingerprint is None:
         return None
-    torch_modules = [d['full_mod_name'] for d in self.cfg.dependencies() if d['name'] == 'PyTorch']
     try:
         return modulefile.guard_module_text(module_txt, fingerprint, self.full_mod_name,
-                                            torch_modules[0] if torch_modules else None,
+                                            modulefile.torch_module(self.cfg.dependencies()),
                                             self.module_generator.SYNTAX)
     except TorchstackError as err:
         raise EasyBuildError("torchstack: %s", err) from err

@@ -35,6 +35,12 @@ def module_library_dirs(roots: Iterable[str | Path]) -> list[str]:
     return found
 
 
+def search_path(ld_library_path: str, module_roots: Iterable[str | Path]) -> list[str]:
+    """LD_LIBRARY_PATH, then the library folders of the dependency modules (for sites that
+    build with --rpath and set no LD_LIBRARY_PATH)."""
+    return [p for p in ld_library_path.split(":") if p] + module_library_dirs(module_roots)
+
+
 def torch_loaded_libraries(site_packages: Iterable[str | Path]) -> dict[str, str]:
     """Sonames that importing torch loads first: torch/lib and the nvidia wheels' libraries."""
     loaded: dict[str, str] = {}

@@ -8,6 +8,7 @@ consumer's `depends_on` of PyTorch loads a PyTorch module, so it goes right befo
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 
 from torchstack import guards
 from torchstack.errors import TorchstackError
@@ -18,6 +19,12 @@ SYNTAXES = ("Lua", "Tcl")
 
 class ModuleFileError(TorchstackError):
     """A module file whose dependency on PyTorch cannot be found, or an unknown syntax."""
+
+
+def torch_module(dependencies: Iterable[Mapping[str, object]]) -> str | None:
+    """The full module name of the PyTorch dependency among EasyBuild's dependency dicts."""
+    names = [str(d["full_mod_name"]) for d in dependencies if d.get("name") == "PyTorch"]
+    return names[0] if names else None
 
 
 def provider_block(fingerprint: Fingerprint, module: str, syntax: str) -> str:

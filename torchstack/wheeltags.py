@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterable
+
 from packaging import tags
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
@@ -35,3 +38,9 @@ def misfit(filename: str, python_version: tuple[int, int], arch: str) -> str | N
     offered = ", ".join(sorted(str(t) for t in wheel_tags))
     return (f"{filename} is for {offered}, not for Python "
             f"{python_version[0]}.{python_version[1]} on {arch}")
+
+
+def misfits(paths: Iterable[str], python_version: tuple[int, int], arch: str) -> list[str]:
+    """Why each of the wheels at `paths` that does not fit cannot be installed."""
+    found = (misfit(os.path.basename(p), python_version, arch) for p in paths)
+    return [reason for reason in found if reason]
