@@ -111,16 +111,20 @@ class EasyBuildEnv:
         return target
 
     def eb(self, easyconfig: Path, *options: str) -> subprocess.CompletedProcess[str]:
+        """Run the real eb on one easyconfig with torchstack's easyblocks."""
+        return self.run_eb(str(easyconfig), *options)
+
+    def run_eb(self, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
         """Run the real eb with torchstack's easyblocks; returns its output, never raises."""
         from torchstack.paths import easyblocks_path
 
         easyblocks = ",".join(str(p) for p in sorted(easyblocks_path().glob("*.py"))
                               if p.name != "__init__.py")
-        command = [sys.executable, "-m", "easybuild.main", str(easyconfig),
+        command = [sys.executable, "-m", "easybuild.main", *args,
                    "--allow-use-as-root-and-accept-consequences",
-                   f"--include-easyblocks={easyblocks}", *options]
+                   f"--include-easyblocks={easyblocks}"]
         return subprocess.run(command, env=self.environ(), capture_output=True, text=True,
-                              cwd=self.root, check=False)
+                              cwd=cwd or self.root, check=False)
 
     def shell(self, script: str) -> subprocess.CompletedProcess[str]:
         """Run bash with Lmod initialised; `module` commands work as a user's would."""

@@ -40,6 +40,37 @@ def misfit(filename: str, python_version: tuple[int, int], arch: str) -> str | N
             f"{python_version[0]}.{python_version[1]} on {arch}")
 
 
+def target_tags(python_version: tuple[int, int], arch: str,
+                glibc: tuple[int, int]) -> frozenset[tags.Tag]:
+    """Tags a CPython of `python_version` accepts on any Linux of `arch` with that glibc.
+
+    Unlike `supported_tags`, this does not ask the running host: a generator on x86_64
+    plans aarch64 builds for a cluster whose glibc it is told.
+    """
+    platforms = [f"manylinux_{glibc[0]}_{minor}_{arch}" for minor in range(glibc[1], 4, -1)]
+    legacy = {(2, 17): "manylinux2014", (2, 12): "manylinux2010", (2, 5): "manylinux1"}
+    platforms += [f"{name}_{arch}" for version, name in legacy.items() if version <= glibc]
+    platforms.append(f"linux_{arch}")
+    interpreter = f"cp{python_version[0]}{python_version[1]}"
+    return frozenset([
+        *tags.cpython_tags(python_version, platforms=platforms),
+        *tags.compatible_tags(python_version, interpreter, platforms),
+    ])
+
+
+def target_misfit(filename: str, python_version: tuple[int, int], arch: str,
+                  glibc: tuple[int, int]) -> str | None:
+    """Why `filename` cannot be installed on that Python, arch and glibc, or None."""
+    try:
+        _, _, _, wheel_tags = parse_wheel_filename(filename.replace("%2B", "+").replace("%2b", "+"))
+    except InvalidWheelFilename as exc:
+        raise WheelTagError(f"{filename!r} is not a valid wheel filename: {exc}") from exc
+    if wheel_tags & target_tags(python_version, arch, glibc):
+        return None
+    return (f"{filename} does not fit Python {python_version[0]}.{python_version[1]} "
+            f"on {arch} with glibc {glibc[0]}.{glibc[1]}")
+
+
 def misfits(paths: Iterable[str], python_version: tuple[int, int], arch: str) -> list[str]:
     """Why each of the wheels at `paths` that does not fit cannot be installed."""
     found = (misfit(os.path.basename(p), python_version, arch) for p in paths)

@@ -30,15 +30,19 @@ class _Parser(argparse.ArgumentParser):
 
 def _subcommands() -> list[ModuleType]:
     from torchstack.cli import (
+        catalog,
         check,
+        doctor,
         easyblocks_path,
         fingerprint,
+        generate,
         hooks_path,
         lmod_sitepackage,
         scan,
     )
 
-    return [fingerprint, check, easyblocks_path, hooks_path, scan, lmod_sitepackage]
+    return [fingerprint, check, generate, catalog, easyblocks_path, hooks_path, scan,
+            lmod_sitepackage, doctor]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,63 @@
+"""`torchstack catalog list|refresh`: the index answers embedded for offline generation.
+
+`refresh` resolves each release against the real indexes, as `generate` would, and records
+every answer (files, hashes, sizes, Requires-Dist) with its source URL and the date.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+NAME = "catalog"
+HELP = "list or refresh the embedded catalog of index answers used by generate --offline"
+DEFAULT_RELEASES = ("2.9.1", "2.9.0", "2.8.0")
+DEFAULT_TOOLCHAINS = ("foss/2025a", "foss/2024a")
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("action", choices=("list", "refresh"))
+    parser.add_argument("--release", action="append", dest="releases", metavar="R",
+                        help=f"torch release to record (default: {', '.join(DEFAULT_RELEASES)})")
+    parser.add_argument("--toolchain", action="append", dest="toolchains", metavar="TC",
+                        help=f"toolchains whose Pythons to record for "
+                             f"(default: {', '.join(DEFAULT_TOOLCHAINS)})")
+    parser.add_argument("--index", action="append", dest="indexes", metavar="URL",
+                        help="indexes to record (default: those of generate)")
+    parser.add_argument("--dir", default=None, metavar="DIR",
+                        help="catalog folder (default: the one shipped with torchstack)")
+    parser.add_argument("--robot-paths", default=None, metavar="PATHS",
+                        help="colon-separated easyconfig folders for toolchain data")
+
+
+def execute(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from torchstack import catalog
+
+    folder = Path(args.dir) if args.dir else catalog.catalog_dir()
+    if args.action == "list":
+        for release in catalog.releases(folder):
+            for line in catalog.describe(catalog.load(release, folder)):
+                print(f"torch {release}: {line[len('offline: '):]}")
+        return 0
+    for release in args.releases or DEFAULT_RELEASES:
+        print(f"torch {release}: recorded in {_refresh(args, release, folder)}")
+    return 0
+
+
+def _refresh(args: argparse.Namespace, release: str, folder: Path) -> str:
+    from torchstack import catalog, generate
+    from torchstack.cli.generate import DEFAULT_INDEXES
+    from torchstack.index import SimpleIndex
+
+    recorders = [catalog.RecordingIndex(SimpleIndex(location))
+                 for location in args.indexes or DEFAULT_INDEXES]
+    settings = generate.Settings(
+        release=release, toolchains=tuple(args.toolchains or DEFAULT_TOOLCHAINS),
+        robot_paths=tuple(args.robot_paths.split(":")) if args.robot_paths else None)
+    generate.generate(settings, recorders)
+    return str(catalog.save(release, recorders, folder))

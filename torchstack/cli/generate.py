@@ -1,0 +1,110 @@
+"""`torchstack generate RELEASE`: matched easyconfigs of a torch release, per toolchain.
+
+Writes PyTorch/torchvision/torchaudio/Triton `-whl` easyconfigs (and, with --stage source,
+the stage-2 easyconfig), one easystack a toolchain, variant and architecture, and prints the
+report. Checksums come from the index; no wheel is downloaded (unless --allow-download-hash
+is given and an index lacks a hash).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from torchstack.release import Index
+
+NAME = "generate"
+HELP = "write matched easyconfigs and easystack files for a torch release"
+DEFAULT_TOOLCHAINS = ("foss/2025a",)
+DEFAULT_INDEXES = ("https://pypi.org/simple/",
+                   *(f"https://download.pytorch.org/whl/{variant}/"
+                     for variant in ("cpu", "cu126", "cu128", "cu130")))
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("release", metavar="RELEASE", help="torch release, e.g. 2.9.1")
+    parser.add_argument("--toolchain", action="append", dest="toolchains", metavar="TC",
+                        help="EasyBuild toolchain, e.g. foss/2025a (repeat for several; "
+                             f"default {', '.join(DEFAULT_TOOLCHAINS)})")
+    parser.add_argument("--variant", action="append", dest="variants", metavar="V",
+                        help="cpu, cu126, cu128, cu130, rocm6.4, ... (default: all offered)")
+    parser.add_argument("--arch", action="append", dest="architectures",
+                        choices=("x86_64", "aarch64"), help="default: both")
+    parser.add_argument("--stage", action="append", dest="stages", choices=("whl", "source"),
+                        help="whl (stage 1, default) and/or source (stage 2)")
+    parser.add_argument("--index", action="append", dest="indexes", metavar="URL",
+                        help="PEP 503/691 simple index URL or local folder, in order of "
+                             "preference (default: PyPI, then the PyTorch variant indexes)")
+    parser.add_argument("--out", default=None, metavar="DIR",
+                        help="output folder (default: ./torchstack-RELEASE)")
+    parser.add_argument("--force", action="store_true", help="replace existing files in --out")
+    parser.add_argument("--offline", action="store_true",
+                        help="answer from the embedded catalog instead of the indexes")
+    parser.add_argument("--catalog", default=None, metavar="DIR",
+                        help="with --offline: a catalog folder written by `torchstack catalog "
+                             "refresh --dir` (default: the one shipped with torchstack)")
+    parser.add_argument("--robot-paths", default=None, metavar="PATHS",
+                        help="colon-separated easyconfig folders for toolchain data "
+                             "(default: the installed easybuild-easyconfigs)")
+    parser.add_argument("--cuda-libs", default="wheels", choices=("wheels", "modules"),
+                        help="CUDA libraries as nvidia wheels (default) or from modules")
+    parser.add_argument("--glibc", default="2.28", metavar="X.Y",
+                        help="oldest glibc of the cluster, for wheel tags (default 2.28)")
+    parser.add_argument("--allow-download-hash", action="store_true",
+                        help="download and hash a wheel whose index gives no sha256")
+    parser.add_argument("--print-build-command", action="store_true",
+                        help="only print the eb commands that build the written easystacks")
+
+
+def execute(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from torchstack import generate, output
+
+    settings = generate.Settings(
+        release=args.release, toolchains=tuple(args.toolchains or DEFAULT_TOOLCHAINS),
+        variants=tuple(args.variants or ()),
+        architectures=tuple(args.architectures or ("x86_64", "aarch64")),
+        stages=tuple(args.stages or ("whl",)), cuda_libs=args.cuda_libs,
+        glibc=_glibc(args.glibc),
+        robot_paths=tuple(args.robot_paths.split(":")) if args.robot_paths else None,
+        allow_download_hash=args.allow_download_hash)
+    indexes, provenance = _indexes(args)
+    result = generate.generate(settings, indexes)
+    folder = Path(args.out or f"torchstack-{args.release}")
+    replaced = output.write_set(folder, result.files(), force=args.force)
+    if args.print_build_command:
+        for name in result.easystacks:
+            print(f"cd {folder} && {generate.build_command(name)}")
+        return 0
+    for line in [*provenance, *generate.summary(result, replaced)]:
+        print(line)
+    print(f"written to {folder}")
+    return 0
+
+
+def _indexes(args: argparse.Namespace) -> tuple[list[Index], list[str]]:
+    if args.offline:
+        from pathlib import Path
+
+        from torchstack import catalog
+
+        if args.indexes:
+            from torchstack.errors import TorchstackError
+
+            raise TorchstackError("--offline answers from the catalog; it takes no --index")
+        recorded = catalog.load(args.release, Path(args.catalog) if args.catalog else None)
+        return list(recorded), catalog.describe(recorded)
+    from torchstack.index import SimpleIndex
+
+    return [SimpleIndex(location) for location in args.indexes or DEFAULT_INDEXES], []
+
+
+def _glibc(text: str) -> tuple[int, int]:
+    from torchstack.errors import TorchstackError
+
+    major, _, minor = text.partition(".")
+    if not (major.isdigit() and minor.isdigit()):
+        raise TorchstackError(f"--glibc {text!r} is not of the form X.Y")
+    return int(major), int(minor)

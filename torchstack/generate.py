@@ -1,0 +1,346 @@
+"""Matched easyconfigs for a torch release, per toolchain and variant, and their easystacks.
+
+The driver touches neither network nor files: it asks indexes (anything with the
+`release.Index` interface: the HTTP client, a local folder, the embedded catalog) and the
+toolchain data of the robot path, and returns the texts with a report. `output.write_set`
+puts them on disk.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from torchstack import closure, cudalibs, render, stage2, toolchains
+from torchstack.errors import TorchstackError
+from torchstack.fingerprint import TorchFacts, abi_tag
+from torchstack.release import (
+    ARCHITECTURES,
+    Index,
+    ReleaseError,
+    Request,
+    Resolved,
+    Resolver,
+    Target,
+    VariantSet,
+)
+
+log = logging.getLogger(__name__)
+
+STAGES = ("whl", "source")
+CUDA_LIBS = ("wheels", "modules")
+# Toolchain modules whose Python packages may satisfy requirements, in dependency order.
+PROVIDER_MODULES = ("Python", "Python-bundle-PyPI", "SciPy-bundle", "networkx", "mpmath", "sympy",
+                    "Jinja2", "PyYAML", "Pillow")
+ALWAYS = ("SciPy-bundle",)  # numpy interoperability, as upstream's -whl easyconfigs have it
+TRITON_PROJECTS = ("triton", "pytorch-triton-rocm", "pytorch-triton-xpu")
+_ABOUT = {
+    "torch": ("PyTorch", "https://pytorch.org/",
+              "PyTorch: tensors and dynamic neural networks in Python with strong GPU "
+              "acceleration."),
+    "torchvision": ("torchvision", "https://github.com/pytorch/vision",
+                    "Datasets, transforms and models specific to computer vision."),
+    "torchaudio": ("torchaudio", "https://github.com/pytorch/audio",
+                   "Data manipulation and transformation for audio signal processing."),
+    "triton": ("Triton", "https://triton-lang.org/",
+               "Triton: a language and compiler for writing highly efficient custom deep "
+               "learning primitives."),
+}
+
+
+class GenerateError(TorchstackError):
+    """Settings that cannot produce any easyconfig."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What to generate: a release for toolchains, variants, architectures and stages."""
+
+    release: str
+    toolchains: tuple[str, ...]
+    variants: tuple[str, ...] = ()
+    architectures: tuple[str, ...] = ARCHITECTURES
+    stages: tuple[str, ...] = ("whl",)
+    cuda_libs: str = "wheels"
+    glibc: tuple[int, int] = (2, 28)
+    robot_paths: tuple[str, ...] | None = None
+    allow_download_hash: bool = False
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One generated easyconfig: its file, what it builds on and what its module provides."""
+
+    filename: str
+    text: str
+    architectures: tuple[str, ...]
+    abi: str  # "provides torch-2.9.1-cxx11-cu12", "needs torch 2.9.1+cu128 (...)"
+
+
+@dataclass
+class Generated:
+    """The texts of a generated set (by file name) and the report lines."""
+
+    easyconfigs: list[Planned] = field(default_factory=list)
+    easystacks: dict[str, str] = field(default_factory=dict)
+    report: list[str] = field(default_factory=list)
+
+    def files(self) -> dict[str, str]:
+        return {**{p.filename: p.text for p in self.easyconfigs}, **self.easystacks}
+
+
+def generate(settings: Settings, indexes: Sequence[Index]) -> Generated:
+    """Plan and render every easyconfig of the set; GenerateError when nothing results."""
+    _check(settings)
+    resolver = Resolver(indexes)
+    result = Generated()
+    for spec in settings.toolchains:
+        toolchain = toolchains.load_toolchain(spec, settings.robot_paths)
+        python = tuple(int(p) for p in toolchain.python.version.split(".")[:2])
+        request = Request(settings.release, (python[0], python[1]), settings.architectures,
+                          settings.variants, settings.glibc)
+        try:
+            sets = resolver.resolve(request)
+        except ReleaseError as exc:
+            result.report.append(f"skipped {spec}: {exc}")
+            continue
+        for variant_set in sets:
+            for stage in settings.stages:
+                _plan_stage(stage, variant_set, toolchain, settings, resolver, indexes, result)
+    if not result.easyconfigs:
+        raise GenerateError("nothing generated: " + "; ".join(result.report))
+    return result
+
+
+def _check(settings: Settings) -> None:
+    render.pep440(settings.release, "torch release")
+    for stage in settings.stages:
+        if stage not in STAGES:
+            raise GenerateError(f"stage {stage!r} is not one of {', '.join(STAGES)}")
+    if settings.cuda_libs not in CUDA_LIBS:
+        raise GenerateError(f"cuda_libs {settings.cuda_libs!r} is not one of "
+                            f"{', '.join(CUDA_LIBS)}")
+    for arch in settings.architectures:
+        if arch not in ARCHITECTURES:
+            raise GenerateError(f"architecture {arch!r} is not one of {', '.join(ARCHITECTURES)}")
+    if not settings.toolchains:
+        raise GenerateError("no toolchain given")
+
+
+def _plan_stage(stage: str, variant_set: VariantSet, toolchain: toolchains.Toolchain,
+                settings: Settings, resolver: Resolver, indexes: Sequence[Index],
+                result: Generated) -> None:
+    label = f"{toolchain.name}/{toolchain.version} {variant_set.variant}"
+    if stage == "source":
+        _plan_source(variant_set, toolchain, label, result)
+        return
+    try:
+        planned = _WheelSet(variant_set, toolchain, settings, resolver, indexes).plan()
+    except TorchstackError as exc:
+        result.report.append(f"skipped {label}: {exc}")
+        return
+    result.easyconfigs.extend(planned.easyconfigs)
+    result.report.extend(f"{label}: {note}" for note in (*variant_set.notes, *planned.notes))
+    for arch in variant_set.architectures:
+        names = [p.filename for p in planned.easyconfigs if arch in p.architectures]
+        stack = f"easystack-{toolchain.name}-{toolchain.version}-{variant_set.variant}-{arch}.yaml"
+        result.easystacks[stack] = render.easystack(
+            f"torch {variant_set.torch.version} for {toolchain.name}/{toolchain.version} "
+            f"on {arch}", build_command(stack), names)
+
+
+def build_command(easystack: str) -> str:
+    """How to build an easystack of the set with torchstack's easyblocks and hooks."""
+    return (f'eb --easystack {easystack} --robot '
+            f'--include-easyblocks="$(torchstack easyblocks-path)/*.py" '
+            f'--hooks="$(torchstack hooks-path)"')
+
+
+@dataclass
+class _Planned:
+    easyconfigs: list[Planned] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+class _WheelSet:
+    """The -whl easyconfigs of one variant set for one toolchain."""
+
+    def __init__(self, variant_set: VariantSet, toolchain: toolchains.Toolchain,
+                 settings: Settings, resolver: Resolver, indexes: Sequence[Index]) -> None:
+        self.set = variant_set
+        self.toolchain = toolchain
+        self.settings = settings
+        self.resolver = resolver
+        self.indexes = indexes
+        self.targets = [Target(variant_set.python, arch, settings.glibc)
+                        for arch in variant_set.architectures]
+        self.cuda_module = self._cuda_module()
+        self.suffix = f"-CUDA-{self._cudaver()}-whl" if variant_set.cuda else "-whl"
+        self.providers = self._providers()
+        self.out = _Planned()
+
+    def plan(self) -> _Planned:
+        triton = next((c for c in self.set.companions if c.project in TRITON_PROJECTS), None)
+        torch_deps: list[str] = []
+        if triton is not None:
+            triton_ec = self._easyconfig(triton, [], f"needs CUDA {self.set.cuda} at run time")
+            torch_deps.append(render.dependency("Triton", triton_ec.version, self.suffix))
+        provides = self._provides()
+        torch_ec = self._easyconfig(self.set.torch, torch_deps, f"provides {provides}", provides)
+        on_torch = render.dependency("PyTorch", torch_ec.version, self.suffix)
+        for companion in self.set.companions:
+            if companion is not triton:
+                self._easyconfig(companion, [on_torch],
+                                 f"needs torch {self.set.torch.version} (link class and "
+                                 f"abi_tag recorded at install)")
+        return self.out
+
+    def _easyconfig(self, resolved: Resolved, own_deps: list[str], abi: str,
+                    provides: str | None = None) -> render.EasyconfigText:
+        """Render one easyconfig; `provides` is the abi_tag of a torch provider."""
+        provider = provides is not None
+        module, homepage, description = _ABOUT[_family(resolved.project)]
+        found = closure.close(self._requirements(resolved), self.targets, self.providers,
+                              self.resolver, self.indexes, self._excluded())
+        self.out.notes.extend(found.notes)
+        modules = [p for p in self.providers if p.module in found.modules
+                   or p.module == "Python" or (provider and p.module in ALWAYS)]
+        dependencies = [*self._cuda_dependencies(), *(p.dependency for p in modules), *own_deps]
+        exts = tuple(render.extension(self._hashed(r)) for r in (*found.extensions, resolved))
+        text = render.EasyconfigText(
+            module, Version(resolved.version).public, self.suffix,
+            (self.toolchain.name, self.toolchain.version), homepage, description,
+            tuple(dependencies), exts,
+            cuda_libs=self.settings.cuda_libs if self.set.cuda and provider else None,
+            abi_tag=provides)
+        self.out.easyconfigs.append(Planned(text.filename, render.easyconfig(text),
+                                            tuple(sorted(resolved.wheels)), abi))
+        return text
+
+    def _hashed(self, resolved: Resolved) -> Resolved:
+        """`resolved` with every sha256 known: from the index, or downloaded when allowed."""
+        missing = [arch for arch, file in resolved.wheels.items() if file.sha256 is None]
+        if not missing:
+            return resolved
+        if not self.settings.allow_download_hash:
+            raise GenerateError(f"{resolved.wheels[missing[0]].filename!r}: {resolved.index} "
+                                f"gives no sha256 (use --allow-download-hash to download it)")
+        index = next(i for i in self.indexes if i.location == resolved.index)
+        wheels = dict(resolved.wheels)
+        for arch in missing:
+            file = wheels[arch]
+            wheels[arch] = dataclasses.replace(file, sha256=index.download_sha256(file))
+            self.out.notes.append(f"downloaded {file.filename} to hash it: {resolved.index} "
+                                  f"gives no sha256")
+        return dataclasses.replace(resolved, wheels=wheels)
+
+    def _requirements(self, resolved: Resolved) -> list[Requirement]:
+        seen: dict[str, Requirement] = {}
+        for target in self.targets:
+            for requirement in resolved.requirements(target):
+                seen.setdefault(str(requirement), requirement)
+        return list(seen.values())
+
+    def _excluded(self) -> list[str]:
+        excluded = ["torch", *TRITON_PROJECTS]
+        if self.settings.cuda_libs == "modules":
+            excluded += [p.project for p in self._pins()] + [cudalibs.TOOLKIT]
+        return excluded
+
+    def _pins(self) -> list[cudalibs.Pin]:
+        pins: dict[str, cudalibs.Pin] = {}
+        for target in self.targets:
+            for pin in cudalibs.cuda_pins(self.set.torch.requires_dist, target.python_version,
+                                          target.arch):
+                pins.setdefault(pin.project, pin)
+        return list(pins.values())
+
+    def _cuda_module(self) -> toolchains.Dependency | None:
+        if self.set.cuda is None:
+            return None
+        return self.toolchain.find("CUDA", version_prefix=f"{self.set.cuda}.")
+
+    def _cudaver(self) -> str:
+        return self.cuda_module.version if self.cuda_module is not None else str(self.set.cuda)
+
+    def _cuda_dependencies(self) -> list[str]:
+        """With cuda_libs = 'modules': CUDA and the library modules that stand in for the pins."""
+        if self.settings.cuda_libs != "modules" or self.set.cuda is None:
+            return []
+        if self.cuda_module is None:
+            raise GenerateError(f"cuda_libs='modules' needs a CUDA {self.set.cuda}.x module "
+                                f"for {self.toolchain.name}/{self.toolchain.version}")
+        deps = [render.dependency("CUDA", self.cuda_module.version, system=True)]
+        modules = sorted({lib.module for pin in self._pins() for lib in pin.libraries} - {"CUDA"})
+        for name in modules:
+            found = self.toolchain.find(name, versionsuffix=f"-CUDA-{self.cuda_module.version}")
+            if found is None:
+                raise GenerateError(f"cuda_libs='modules' needs {name} built with CUDA "
+                                    f"{self.cuda_module.version} for {self.toolchain.name}/"
+                                    f"{self.toolchain.version}; the robot path has none")
+            deps.append(render.dependency(name, found.version, "-CUDA-%(cudaver)s",
+                                          system=_is_system(found)))
+        return deps
+
+    def _providers(self) -> list[closure.Provider]:
+        providers = []
+        for name in PROVIDER_MODULES:
+            found = self.toolchain.find(name)
+            if found is not None:
+                providers.append(closure.Provider(
+                    name, toolchains.provided_packages(found),
+                    render.dependency(found.name, found.version, found.versionsuffix,
+                                      system=_is_system(found))))
+        return providers
+
+    def _provides(self) -> str:
+        release = Version(self.set.torch.version)
+        facts = TorchFacts(release.public, release.local, _cxx11_abi(release, self.set.variant),
+                           self.set.cuda, _hip(self.set.variant))
+        return abi_tag("provider", None, facts)
+
+
+def _is_system(dependency: toolchains.Dependency) -> bool:
+    return dependency.toolchain[0].lower() == "system"
+
+
+def _family(project: str) -> str:
+    return "triton" if project in TRITON_PROJECTS else canonicalize_name(project)
+
+
+def _cxx11_abi(release: Version, variant: str) -> bool:
+    """Official wheels use the C++11 ABI since 2.7, and 2.6 did in its cu126 builds."""
+    return release >= Version("2.7") or (release.release[:2] == (2, 6) and variant == "cu126")
+
+
+def _hip(variant: str) -> str | None:
+    return variant[4:] if variant.startswith("rocm") else None
+
+
+def _plan_source(variant_set: VariantSet, toolchain: toolchains.Toolchain, label: str,
+                 result: Generated) -> None:
+    try:
+        filename, text = stage2.source_easyconfig(variant_set, toolchain)
+    except TorchstackError as exc:
+        result.report.append(f"skipped source stage for {label}: {exc}")
+        return
+    result.easyconfigs.append(Planned(filename, text, variant_set.architectures,
+                                      "source build: abi_tag recorded at install"))
+
+
+def summary(generated: Generated, replaced: Iterable[str] = ()) -> list[str]:
+    """The report: what was generated with its abi, what was skipped and why."""
+    lines = [f"generated {p.filename} ({', '.join(p.architectures)}): {p.abi}"
+             for p in generated.easyconfigs]
+    lines += [f"easystack {name}" for name in generated.easystacks]
+    lines += [f"replaced {name}" for name in replaced]
+    lines += generated.report
+    return lines
+
+

@@ -1,0 +1,391 @@
+"""A torch release on the simple indexes: its wheels per variant, Python and architecture.
+
+Resolution reads file lists (with their sha256) and one core-metadata file per project
+version and variant, never a wheel. The variant of a file is its local version tag (`+cpu`,
+`+cu128`, ...); a file without one (PyPI's default build) takes its variant from the CUDA
+pins of its metadata, evaluated for each architecture. Companions (torchvision, torchaudio)
+are chosen by their own Requires-Dist on torch, triton by torch's Requires-Dist on it.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from email.message import Message
+from typing import Protocol
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.utils import (
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_wheel_filename,
+)
+from packaging.version import InvalidVersion, Version
+
+from torchstack import cudalibs, wheeltags
+from torchstack.errors import TorchstackError
+from torchstack.index import IndexFile, ProjectNotFoundError
+
+log = logging.getLogger(__name__)
+
+ARCHITECTURES = ("x86_64", "aarch64")
+COMPANIONS = ("torchvision", "torchaudio")
+_VARIANT = re.compile(r"^(cpu|cu\d{3}|rocm\d+(\.\d+)*|xpu)$")
+_CUDA_RUNTIME = ("nvidia-cuda-runtime", "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime-cu11",
+                 cudalibs.TOOLKIT)
+
+
+class ReleaseError(TorchstackError):
+    """A release that the indexes do not offer, or offer in a form that cannot be used."""
+
+
+class Index(Protocol):
+    """What resolution needs of an index: its file lists and the metadata of one file."""
+
+    @property
+    def location(self) -> str: ...
+
+    def files(self, project: str) -> list[IndexFile]: ...
+
+    def metadata(self, file: IndexFile) -> Message: ...
+
+    def download_sha256(self, file: IndexFile) -> str: ...
+
+
+@dataclass(frozen=True)
+class Target:
+    """One platform a set is built for: a CPython minor version on a manylinux architecture."""
+
+    python: tuple[int, int]
+    arch: str
+    glibc: tuple[int, int] = (2, 28)
+
+    @property
+    def python_version(self) -> str:
+        return f"{self.python[0]}.{self.python[1]}"
+
+    def misfit(self, filename: str) -> str | None:
+        """Why the wheel `filename` cannot be installed on this target, or None."""
+        return wheeltags.target_misfit(filename, self.python, self.arch, self.glibc)
+
+    def applies(self, requirement: Requirement, extras: Iterable[str] = ("",)) -> bool:
+        """Whether a Requires-Dist line applies here (Linux, this Python, this arch)."""
+        if requirement.marker is None:
+            return "" in extras
+        return any(requirement.marker.evaluate(self.environment(extra)) for extra in extras)
+
+    def environment(self, extra: str = "") -> dict[str, str]:
+        return {
+            "python_version": self.python_version,
+            "python_full_version": f"{self.python_version}.0",
+            "implementation_name": "cpython", "platform_python_implementation": "CPython",
+            "platform_system": "Linux", "sys_platform": "linux", "os_name": "posix",
+            "platform_machine": self.arch, "platform_release": "", "platform_version": "",
+            "implementation_version": f"{self.python_version}.0", "extra": extra,
+        }
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """One project version resolved for a set of targets: its wheel for each architecture."""
+
+    project: str
+    version: str  # as the wheel filenames spell it, local tag included: 2.9.1+cu128
+    wheels: dict[str, IndexFile]  # architecture -> file
+    requires_dist: tuple[str, ...]
+    index: str
+
+    @property
+    def public_version(self) -> str:
+        return Version(self.version).public
+
+    def requirements(self, target: Target, extras: Iterable[str] = ("",)) -> list[Requirement]:
+        """The Requires-Dist lines that apply on `target` (markers evaluated)."""
+        found = []
+        for line in self.requires_dist:
+            requirement = _requirement(line, f"{self.project} {self.version}")
+            if requirement is not None and target.applies(requirement, extras):
+                found.append(requirement)
+        return found
+
+
+@dataclass(frozen=True)
+class VariantSet:
+    """A release's wheels of one variant (cpu, cu128, ...) for one Python."""
+
+    variant: str
+    python: tuple[int, int]
+    torch: Resolved
+    companions: tuple[Resolved, ...]
+    notes: tuple[str, ...]
+
+    @property
+    def cuda(self) -> str | None:
+        """CUDA major.minor of a cuXYZ variant: cu128 -> 12.8."""
+        if not self.variant.startswith("cu"):
+            return None
+        digits = self.variant[2:]
+        return f"{digits[:-1]}.{digits[-1]}"
+
+    @property
+    def architectures(self) -> tuple[str, ...]:
+        return tuple(sorted(self.torch.wheels))
+
+
+@dataclass(frozen=True)
+class Request:
+    """What to resolve: a torch release for one Python, some architectures and variants."""
+
+    release: str
+    python: tuple[int, int]
+    architectures: tuple[str, ...] = ARCHITECTURES
+    variants: tuple[str, ...] = ()  # empty: every variant the indexes offer
+    glibc: tuple[int, int] = (2, 28)
+
+    def targets(self) -> list[Target]:
+        return [Target(self.python, arch, self.glibc) for arch in self.architectures]
+
+
+@dataclass
+class _Candidates:
+    """torch files found for the release: variant -> index position -> architecture -> file."""
+
+    by_variant: dict[str, dict[int, dict[str, IndexFile]]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def best(self, variant: str) -> tuple[int, dict[str, IndexFile]] | None:
+        """The index that offers the variant for the most architectures (the first on a tie):
+        one index per variant keeps the wheels of all architectures one build."""
+        found = self.by_variant.get(variant)
+        if not found:
+            return None
+        position = min(found, key=lambda i: (-len(found[i]), i))
+        return position, found[position]
+
+
+class Resolver:
+    """Resolves releases against indexes, reading each project version's metadata once."""
+
+    def __init__(self, indexes: Sequence[Index]) -> None:
+        if not indexes:
+            raise ReleaseError("no index to resolve against")
+        self.indexes = list(indexes)
+        self._metadata: dict[tuple[str, str, str], tuple[str, ...]] = {}
+        self._files: dict[tuple[str, str], list[IndexFile]] = {}
+        self.unreachable: dict[str, str] = {}  # index location -> why, when others answered
+
+    def resolve(self, request: Request) -> list[VariantSet]:
+        """Every requested variant of the release with its companions; ReleaseError if none."""
+        validate_version(request.release, "torch")
+        candidates = self._torch_candidates(request)
+        wanted = request.variants or tuple(sorted(candidates.by_variant))
+        sets = []
+        for variant in wanted:
+            found = candidates.best(variant)
+            if found is None:
+                offered = ", ".join(sorted(candidates.by_variant)) or "none"
+                candidates.notes.append(
+                    f"torch {request.release}: no {variant} wheel for Python "
+                    f"{request.python[0]}.{request.python[1]} (offered: {offered})")
+                continue
+            index = self.indexes[found[0]]
+            sets.append(self._variant_set(request, variant, index, found[1],
+                                          list(candidates.notes)))
+        if not sets:
+            raise ReleaseError("; ".join(candidates.notes) or
+                               f"torch {request.release} has no wheel on {self._where()}")
+        return sets
+
+    def _where(self) -> str:
+        return ", ".join(index.location for index in self.indexes)
+
+    def files(self, index: Index, project: str) -> list[IndexFile]:
+        """The non-yanked wheels of `project` on `index` (cached per resolver)."""
+        key = (index.location, project)
+        if key not in self._files:
+            try:
+                files = index.files(project)
+            except ProjectNotFoundError:
+                log.debug("%s does not list %s", index.location, project)
+                files = []
+            except TorchstackError as exc:
+                if len(self.indexes) == 1 or isinstance(exc, ReleaseError):
+                    raise
+                # one of several indexes (a variant index) may be down or lack the project
+                log.debug("%s: %s", index.location, exc)
+                self.unreachable.setdefault(index.location, str(exc))
+                files = []
+            for yanked in (f for f in files if f.yanked):
+                log.debug("skipping yanked %s", yanked.filename)
+            self._files[key] = [f for f in files if not f.yanked and f.filename.endswith(".whl")]
+        return self._files[key]
+
+    def requires_dist(self, index: Index, file: IndexFile) -> tuple[str, ...]:
+        """Requires-Dist of the version `file` belongs to: one metadata read per version."""
+        name, version = wheel_name_version(file.filename)
+        key = (index.location, name, str(version))
+        if key not in self._metadata:
+            log.debug("reading metadata of %s %s from %s", name, version, file.filename)
+            self._metadata[key] = tuple(index.metadata(file).get_all("Requires-Dist") or ())
+        return self._metadata[key]
+
+    def _torch_candidates(self, request: Request) -> _Candidates:
+        release = Version(request.release)
+        candidates = _Candidates()
+        for position, index in enumerate(self.indexes):
+            for file in self.files(index, "torch"):
+                _, version = wheel_name_version(file.filename)
+                if Version(version.public) != Version(release.public):
+                    continue
+                for target in request.targets():
+                    if target.misfit(file.filename) is None:
+                        variant = self._variant_of(index, file, version, target)
+                        candidates.by_variant.setdefault(variant, {}).setdefault(
+                            position, {}).setdefault(target.arch, file)
+        missing = [t.arch for t in request.targets()
+                   if not any(t.arch in files for per_index in candidates.by_variant.values()
+                              for files in per_index.values())]
+        for arch in missing:
+            candidates.notes.append(f"torch {request.release}: no wheel for Python "
+                                    f"{request.python[0]}.{request.python[1]} on {arch}")
+        return candidates
+
+    def _variant_of(self, index: Index, file: IndexFile, version: Version, target: Target) -> str:
+        if version.local:
+            if not _VARIANT.match(version.local):
+                raise ReleaseError(f"{file.filename!r}: unknown variant tag {version.local!r}")
+            return version.local
+        return variant_from_pins(self.requires_dist(index, file), target)
+
+    def _variant_set(self, request: Request, variant: str, index: Index,
+                     found: dict[str, IndexFile], notes: list[str]) -> VariantSet:
+        first = next(iter(found.values()))
+        version = str(wheel_name_version(first.filename)[1])
+        torch = Resolved("torch", version, dict(sorted(found.items())),
+                         self.requires_dist(index, first), index.location)
+        targets = [t for t in request.targets() if t.arch in torch.wheels]
+        for arch in (a for a in request.architectures if a not in torch.wheels):
+            notes.append(f"torch {torch.version}: no {variant} wheel for Python "
+                         f"{request.python[0]}.{request.python[1]} on {arch}")
+        companions = []
+        for project in COMPANIONS:
+            chosen = self._companion(project, torch, index, targets, notes)
+            if chosen is not None:
+                companions.append(chosen)
+        triton = self._triton(torch, index, targets, notes)
+        if triton is not None:
+            companions.append(triton)
+        return VariantSet(variant, request.python, torch, tuple(companions), tuple(notes))
+
+    def _companion(self, project: str, torch: Resolved, index: Index,
+                   targets: list[Target], notes: list[str]) -> Resolved | None:
+        """The newest `project` version on torch's index whose Requires-Dist accepts torch."""
+        local = Version(torch.version).local
+        release = Version(torch.public_version)
+        for version, wheels in self.versions(index, project, targets, local):
+            requires = self.requires_dist(index, next(iter(wheels.values())))
+            spec = _torch_specifier(requires, targets[0])
+            if spec is None:
+                continue
+            if spec.contains(release, prereleases=True):
+                return Resolved(project, str(version), wheels, requires, index.location)
+            if _only_older(spec, release):
+                break  # older companions pin older torch releases
+        notes.append(f"{project}: no release on {index.location} requires torch {torch.version} "
+                     f"with wheels for {', '.join(t.arch for t in targets)}; not generated")
+        return None
+
+    def _triton(self, torch: Resolved, index: Index, targets: list[Target],
+                notes: list[str]) -> Resolved | None:
+        """The triton version torch's Requires-Dist names, from the first index that has it."""
+        pins = [r for t in targets for r in torch.requirements(t) if canonicalize_name(r.name)
+                in ("triton", "pytorch-triton-rocm", "pytorch-triton-xpu")]
+        if not pins:
+            return None
+        project = canonicalize_name(pins[0].name)
+        arches = [t for t in targets if any(canonicalize_name(r.name) == project
+                                            for r in torch.requirements(t))]
+        for source in [index, *(i for i in self.indexes if i is not index)]:
+            for version, wheels in self.versions(source, project, arches, None):
+                if pins[0].specifier.contains(version, prereleases=True):
+                    requires = self.requires_dist(source, next(iter(wheels.values())))
+                    return Resolved(project, str(version), wheels, requires, source.location)
+        notes.append(f"{project}{pins[0].specifier}: required by torch {torch.version}, not "
+                     f"found with wheels for {', '.join(t.arch for t in arches)}; not generated")
+        return None
+
+    def versions(self, index: Index, project: str, targets: list[Target],
+                  local: str | None) -> list[tuple[Version, dict[str, IndexFile]]]:
+        """Versions of `project` (newest first) with a wheel for every target."""
+        by_version: dict[Version, dict[str, IndexFile]] = {}
+        for file in self.files(index, project):
+            _, version = wheel_name_version(file.filename)
+            if local is not None and version.local not in (local, None):
+                continue
+            for target in targets:
+                if target.misfit(file.filename) is None:
+                    by_version.setdefault(version, {}).setdefault(target.arch, file)
+        complete = [(v, w) for v, w in by_version.items() if len(w) == len(targets)]
+        # a local-tagged build of the variant beats an untagged one of the same release
+        return sorted(complete, reverse=True,
+                      key=lambda item: (Version(item[0].public), item[0].local is not None))
+
+
+def variant_from_pins(requires_dist: Iterable[str], target: Target) -> str:
+    """cpu, or cuXYZ from the CUDA runtime pin (nvidia-cuda-runtime-cu12==12.8.90 -> cu128)."""
+    for line in requires_dist:
+        requirement = _requirement(line, "torch")
+        if requirement is None or not target.applies(requirement):
+            continue
+        if canonicalize_name(requirement.name) in _CUDA_RUNTIME:
+            exact = [s.version for s in requirement.specifier if s.operator in ("==", "~=")]
+            if exact:
+                release = Version(exact[0]).release
+                return f"cu{release[0]}{release[1] if len(release) > 1 else 0}"
+    return "cpu"
+
+
+def wheel_name_version(filename: str) -> tuple[str, Version]:
+    """Project name and version of a wheel filename, validated (PEP 427 / PEP 440)."""
+    try:
+        name, version, _, _ = parse_wheel_filename(filename.replace("%2B", "+").replace("%2b", "+"))
+    except InvalidWheelFilename as exc:
+        raise ReleaseError(f"invalid wheel filename {filename!r} on the index: {exc}") from exc
+    return str(name), version
+
+
+def validate_version(text: str, what: str) -> Version:
+    """A PEP 440 version, or ReleaseError quoting the bad text."""
+    try:
+        return Version(text)
+    except InvalidVersion as exc:
+        raise ReleaseError(f"{what} version {text!r} is not a valid PEP 440 version") from exc
+
+
+def _requirement(line: str, where: str) -> Requirement | None:
+    try:
+        return Requirement(line)
+    except InvalidRequirement:
+        log.debug("%s: ignoring unparsable Requires-Dist %r", where, line)
+        return None
+
+
+def _torch_specifier(requires_dist: Iterable[str], target: Target) -> SpecifierSet | None:
+    for line in requires_dist:
+        requirement = _requirement(line, "companion")
+        if requirement is not None and canonicalize_name(requirement.name) == "torch" \
+                and target.applies(requirement):
+            return requirement.specifier
+    return None
+
+
+def _only_older(spec: SpecifierSet, release: Version) -> bool:
+    """Whether `spec` accepts only releases older than `release` (an exact pin below it)."""
+    pins = [Version(s.version.rstrip(".*")) for s in spec if s.operator in ("==", "===")]
+    upper = [Version(s.version) for s in spec if s.operator in ("<", "<=")]
+    public = Version(release.public)
+    return any(Version(p.public) < public for p in pins) or any(u <= public for u in upper)
+

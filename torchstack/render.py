@@ -1,0 +1,173 @@
+"""Easyconfig and easystack text from the Jinja2 templates, from validated values only.
+
+An index is input from outside: a project name, version, file name or URL that carries a
+quote or a newline must never reach an easyconfig, which EasyBuild executes as Python. Every
+value is validated here (PEP 503 names, PEP 440 versions, plain file names and URLs, hex
+digests) and then rendered through `repr`, so the template cannot be broken out of.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from urllib.parse import urlsplit
+
+import jinja2
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from torchstack.errors import TorchstackError
+from torchstack.index import IndexFile
+from torchstack.paths import templates_path
+from torchstack.release import Resolved
+
+_PEP503_NAME = re.compile(r"^([A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])$", re.IGNORECASE)
+_MODULE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+_SUFFIX = re.compile(r"^(-[A-Za-z0-9._+]+|-%\(cudaver\)s)*$")
+_SAFE_TEXT = re.compile(r"^[A-Za-z0-9._+%~-]*$")
+_SAFE_URL_PATH = re.compile(r"^[A-Za-z0-9._+%~/:@-]*$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_WRAP_AT = 100  # pycodestyle in `eb --check-contrib` allows 120 columns
+
+
+class RenderError(TorchstackError):
+    """A value from an index or the command line that is unsafe to put in an easyconfig."""
+
+
+@dataclass(frozen=True)
+class Source:
+    """One wheel of an extension as an easyconfig names it."""
+
+    filename: str
+    url: str  # the folder the file is fetched from
+    sha256: str
+
+
+@dataclass(frozen=True)
+class Extension:
+    """An exts_list entry: one wheel per architecture, or one for all."""
+
+    name: str
+    version: str
+    sources: tuple[tuple[str, Source], ...]  # (architecture, source), sorted
+
+    @property
+    def per_arch(self) -> bool:
+        return len({source.filename for _, source in self.sources}) > 1
+
+
+@dataclass(frozen=True)
+class EasyconfigText:
+    """What an easyconfig of the PyTorchWheels easyblock says."""
+
+    name: str
+    version: str
+    versionsuffix: str
+    toolchain: tuple[str, str]
+    homepage: str
+    description: str
+    dependencies: tuple[str, ...]  # Python literals, from `dependency`
+    exts: tuple[Extension, ...]
+    cuda_libs: str | None = None
+    abi_tag: str | None = None
+    abi_role: str = "provides"
+
+    @property
+    def filename(self) -> str:
+        return f"{self.name}-{self.version}-{'-'.join(self.toolchain)}{self.versionsuffix}.eb"
+
+
+def extension(resolved: Resolved) -> Extension:
+    """An exts_list entry for a resolved project, every value checked."""
+    name = project_name(resolved.project)
+    version = str(pep440(resolved.version, name))
+    return Extension(name, version, tuple((arch, source(file))
+                                          for arch, file in sorted(resolved.wheels.items())))
+
+
+def source(file: IndexFile) -> Source:
+    """The file name, folder URL and sha256 of an index file, checked."""
+    if file.sha256 is None or not _SHA256.match(file.sha256):
+        raise RenderError(f"{file.filename!r}: the index gives no valid sha256 ({file.sha256!r})")
+    parts = urlsplit(file.url)
+    folder, _, filename = parts.path.rpartition("/")
+    if parts.scheme not in ("https", "http", "file") or not _SAFE_TEXT.match(filename) \
+            or not _SAFE_URL_PATH.match(parts.netloc + folder) or parts.query or not filename:
+        raise RenderError(f"{file.url!r} is not a plain file URL")
+    return Source(filename, f"{parts.scheme}://{parts.netloc}{folder}", file.sha256)
+
+
+def project_name(name: str) -> str:
+    """A PEP 503 project name, or RenderError."""
+    if not _PEP503_NAME.match(name):
+        raise RenderError(f"{name!r} is not a valid project name")
+    return canonicalize_name(name)
+
+
+def pep440(text: str, what: str) -> Version:
+    """A PEP 440 version (local part allowed), or RenderError."""
+    try:
+        return Version(text)
+    except InvalidVersion as exc:
+        raise RenderError(f"{what}: {text!r} is not a valid PEP 440 version") from exc
+
+
+def dependency(name: str, version: str, versionsuffix: str = "", system: bool = False) -> str:
+    """A dependency tuple as upstream easyconfigs write it: ('CUDA', '12.8.0', '', SYSTEM)."""
+    for value in (name, version):
+        if not _MODULE_NAME.match(value):
+            raise RenderError(f"{value!r} cannot be part of a module name")
+    if not _SUFFIX.match(versionsuffix):
+        raise RenderError(f"{versionsuffix!r} is not a version suffix")
+    fields = [repr(name), repr(version)]
+    if versionsuffix or system:
+        fields.append(repr(versionsuffix))
+    if system:
+        fields.append("SYSTEM")
+    return f"({', '.join(fields)})"
+
+
+def easyconfig(text: EasyconfigText) -> str:
+    """The easyconfig file's content."""
+    for value in (text.name, text.version, text.toolchain[0], text.toolchain[1]):
+        if not _MODULE_NAME.match(value):
+            raise RenderError(f"{value!r} cannot be part of an easyconfig name")
+    return _environment().get_template("wheels.eb.j2").render(
+        name=text.name, version=text.version, versionsuffix=text.versionsuffix,
+        toolchain=text.toolchain, homepage=text.homepage, description=text.description,
+        dependencies=text.dependencies, exts=text.exts, cuda_libs=text.cuda_libs,
+        abi_tag=text.abi_tag, abi_role=text.abi_role)
+
+
+def easystack(title: str, command: str, easyconfigs: Sequence[str]) -> str:
+    """An EasyBuild easystack file building `easyconfigs` in the order given."""
+    for filename in easyconfigs:
+        if not _SAFE_TEXT.match(filename):
+            raise RenderError(f"{filename!r} is not a plain easyconfig file name")
+    return _environment().get_template("easystack.yaml.j2").render(
+        title=title.replace("\n", " "), command=command.replace("\n", " "),
+        easyconfigs=easyconfigs)
+
+
+def _py(value: object) -> str:
+    return repr(value)
+
+
+def _py_wrap(value: str, indent: int) -> str:
+    """repr(value), split over lines as implicit concatenation when it would be too long."""
+    if indent + len(value) + 2 <= _WRAP_AT:
+        return repr(value)
+    cut = value.rfind("/", 0, _WRAP_AT - indent - 2) + 1 or _WRAP_AT - indent - 2
+    return f"{value[:cut]!r}\n{' ' * indent}{_py_wrap(value[cut:], indent)}"
+
+
+@cache
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_path())),
+        undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
+    env.filters["py"] = _py
+    env.filters["py_wrap"] = _py_wrap
+    return env
