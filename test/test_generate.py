@@ -12,9 +12,9 @@ from __future__ import annotations
 import ast
 import hashlib
 import re
-from urllib.parse import quote
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from ebenv import EasyBuildEnv
@@ -261,7 +261,7 @@ class TestErrors:
 
     def test_server_errors_then_success(self, tmp_path: Path,
                                         indexes: tuple[IndexServer, ...]) -> None:
-        pypi, cpu = indexes
+        cpu = indexes[1]
         cpu.fail(cpu.page_path("torch"), times=2, status=503)
         code, out = _generate(tmp_path, "2.9.1", *_urls(indexes), "--variant", "cpu")
         assert code == 0 and (out / "PyTorch-2.9.1-foss-2025a-whl.eb").is_file()
@@ -313,8 +313,8 @@ def generated_set(tmp_path_factory: pytest.TempPathFactory,
     tmp = tmp_path_factory.mktemp("generated")
     with IndexServer(synthetic_wheels["pypi"]) as pypi, \
             IndexServer(synthetic_wheels["cpu"]) as cpu:
-        code, out = _generate(tmp, "2.9.1", *_urls((pypi, cpu)),
-                              *(a for tc in TOOLCHAINS for a in ("--toolchain", tc)))
+        code, _ = _generate(tmp, "2.9.1", *_urls((pypi, cpu)),
+                            *(a for tc in TOOLCHAINS for a in ("--toolchain", tc)))
         assert code == 0
         code, _ = _generate(tmp, "2.9.1", *_urls((pypi, cpu)), "--cuda-libs", "modules",
                             "--variant", "cu128", out="modules")

@@ -101,7 +101,7 @@ def _extension(requirement: Requirement, wanted_by: str, walk: _Walk,
             return walk.chosen[name]
         return None
     for index in indexes:
-        for version, wheels in resolver.versions(index, name, list(targets), None):
+        for version, wheels in resolver.versions(index, name, list(targets), None, False):
             if requirement.specifier.contains(version, prereleases=True):
                 file = next(iter(wheels.values()))
                 resolved = Resolved(name, str(version), wheels,

@@ -294,8 +294,10 @@ class Resolver:
                 return Resolved(project, str(version), wheels, requires, index.location)
             if _only_older(spec, release):
                 break  # older companions pin older torch releases
+        build = f"+{local} builds" if local else "untagged builds"
         notes.append(f"{project}: no release on {index.location} requires torch {torch.version} "
-                     f"with wheels for {', '.join(t.arch for t in targets)}; not generated")
+                     f"with wheels for {', '.join(t.arch for t in targets)} ({build} only); "
+                     f"not generated")
         return None
 
     def _triton(self, torch: Resolved, index: Index, targets: list[Target],
@@ -309,7 +311,7 @@ class Resolver:
         arches = [t for t in targets if any(canonicalize_name(r.name) == project
                                             for r in torch.requirements(t))]
         for source in [index, *(i for i in self.indexes if i is not index)]:
-            for version, wheels in self.versions(source, project, arches, None):
+            for version, wheels in self.versions(source, project, arches, None, False):
                 if pins[0].specifier.contains(version, prereleases=True):
                     requires = self.requires_dist(source, next(iter(wheels.values())))
                     return Resolved(project, str(version), wheels, requires, source.location)
@@ -317,19 +319,19 @@ class Resolver:
                      f"found with wheels for {', '.join(t.arch for t in arches)}; not generated")
         return None
 
-    def versions(self, index: Index, project: str, targets: list[Target],
-                  local: str | None) -> list[tuple[Version, dict[str, IndexFile]]]:
-        """Versions of `project` (newest first) with a wheel for every target."""
+    def versions(self, index: Index, project: str, targets: list[Target], local: str | None,
+                 match_local: bool = True) -> list[tuple[Version, dict[str, IndexFile]]]:
+        """Versions of `project` (newest first) with a wheel for every target, of the build
+        whose local tag is `local` unless `match_local` is off."""
         by_version: dict[Version, dict[str, IndexFile]] = {}
         for file in self.files(index, project):
             _, version = wheel_name_version(file.filename)
-            if local is not None and version.local not in (local, None):
-                continue
+            if match_local and version.local != local:
+                continue  # a +cpu torch takes +cpu companions; PyPI's untagged ones are CUDA
             for target in targets:
                 if target.misfit(file.filename) is None:
                     by_version.setdefault(version, {}).setdefault(target.arch, file)
         complete = [(v, w) for v, w in by_version.items() if len(w) == len(targets)]
-        # a local-tagged build of the variant beats an untagged one of the same release
         return sorted(complete, reverse=True,
                       key=lambda item: (Version(item[0].public), item[0].local is not None))
 

@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import jinja2
 from packaging.utils import canonicalize_name
@@ -40,9 +40,10 @@ class RenderError(TorchstackError):
 class Source:
     """One wheel of an extension as an easyconfig names it."""
 
-    filename: str
+    filename: str  # as stored and installed: torch-2.9.1+cpu-...whl
     url: str  # the folder the file is fetched from
     sha256: str
+    download_filename: str | None = None  # as the URL spells it, when it differs (%2B)
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,9 @@ class EasyconfigText:
 
     @property
     def filename(self) -> str:
-        return f"{self.name}-{self.version}-{'-'.join(self.toolchain)}{self.versionsuffix}.eb"
+        """EasyBuild's name: name-version[-toolchain-version]suffix.eb (none for system)."""
+        toolchain = "" if self.toolchain[0].lower() == "system" else "-" + "-".join(self.toolchain)
+        return f"{self.name}-{self.version}{toolchain}{self.versionsuffix}.eb"
 
 
 def extension(resolved: Resolved) -> Extension:
@@ -96,7 +99,11 @@ def source(file: IndexFile) -> Source:
     if parts.scheme not in ("https", "http", "file") or not _SAFE_TEXT.match(filename) \
             or not _SAFE_URL_PATH.match(parts.netloc + folder) or parts.query or not filename:
         raise RenderError(f"{file.url!r} is not a plain file URL")
-    return Source(filename, f"{parts.scheme}://{parts.netloc}{folder}", file.sha256)
+    stored = unquote(filename)
+    if not _SAFE_TEXT.match(stored) or "%" in stored:
+        raise RenderError(f"{file.url!r} is not a plain file URL")
+    return Source(stored, f"{parts.scheme}://{parts.netloc}{folder}", file.sha256,
+                  filename if filename != stored else None)
 
 
 def project_name(name: str) -> str:
