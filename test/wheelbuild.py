@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import struct
 import zipfile
+import zlib
 from pathlib import Path
 
 
@@ -35,3 +37,55 @@ def build_wheel(
         for member, data in members.items():
             archive.writestr(member, data)
     return path
+
+
+def build_sparse_wheel(dest: Path, filename: str, size: int, metadata: str,
+                       members: int = 0) -> Path:
+    """A wheel of exactly `size` bytes that costs no disk: a stored member of zeros left as a
+    hole in a sparse file, `members` empty files (a real torch wheel's zip directory lists
+    about 10,000), the dist-info METADATA, then the zip directory.
+
+    Only the zip directory and METADATA of such a wheel can be read meaningfully, which is all
+    an index client that reads metadata by range requests may touch.
+    """
+    name, version = filename.split("-")[:2]
+    meta_data = metadata.encode()
+    path = dest / filename
+    entries = [(f"{name}/_members/{i:06d}.py".encode(), b"") for i in range(members)]
+    entries.append((f"{name}-{version}.dist-info/METADATA".encode(), meta_data))
+    used = sum(30 + 46 + 2 * len(n) + len(d) for n, d in entries)
+    pad = size - used - (30 + 46 + 2 * len(b"padding")) - 22
+    if pad < 0:
+        raise ValueError(f"{size} bytes is too small for {filename!r}")
+    crcs = [_zero_crc(pad)] + [zlib.crc32(d) for _, d in entries]
+    names = [b"padding"] + [n for n, _ in entries]
+    lengths = [pad] + [len(d) for _, d in entries]
+    with open(path, "wb") as out:
+        offsets = []
+        for index, (member, length, crc) in enumerate(zip(names, lengths, crcs)):
+            offsets.append(out.tell())
+            out.write(struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, 0, 0, 0, 0, crc, length,
+                                  length, len(member), 0) + member)
+            if index == 0:
+                out.seek(length, 1)  # the hole
+            else:
+                out.write(entries[index - 1][1])
+        start = out.tell()
+        for member, length, crc, offset in zip(names, lengths, crcs, offsets):
+            out.write(struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 20, 20, 0, 0, 0, 0, crc,
+                                  length, length, len(member), 0, 0, 0, 0, 0, offset) + member)
+        end = out.tell()
+        count = len(names)
+        out.write(struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, count, count, end - start, start, 0))
+    assert path.stat().st_size == size
+    return path
+
+
+def _zero_crc(length: int) -> int:
+    """CRC-32 of `length` zero bytes, a block at a time (no memory for the whole)."""
+    crc, block = 0, bytes(1 << 20)
+    while length:
+        step = min(length, len(block))
+        crc = zlib.crc32(block[:step], crc)
+        length -= step
+    return crc

@@ -87,6 +87,9 @@ class CatalogIndex:
         except (KeyError, TypeError, ValueError) as exc:
             raise CatalogError(f"{source}: malformed index record: {exc}") from exc
         self.source = source
+        # resolution reads one file's metadata per version: any file of it answers alike
+        self._by_version = {_version_key(url.rsplit("/", 1)[-1]): lines
+                            for url, lines in self._metadata.items()}
 
     @property
     def location(self) -> str:
@@ -105,7 +108,7 @@ class CatalogIndex:
         raise CatalogError(f"{file.filename!r}: offline, a missing sha256 cannot be downloaded")
 
     def metadata(self, file: IndexFile) -> email.message.Message:
-        lines = self._metadata.get(file.url)
+        lines = self._metadata.get(file.url) or self._by_version.get(_version_key(file.filename))
         if lines is None:
             raise CatalogError(f"{self.source} has no metadata of {file.filename!r} "
                                f"(recorded {self.recorded}); generate online or refresh")

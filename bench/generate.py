@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""Benchmark `torchstack generate`: bytes read from the index and wall time, against the bytes
+the upstream way costs (downloading every wheel the set names to checksum it, as
+`eb --inject-checksums` does).
+
+The local index (test/indexserver.py on 127.0.0.1) is built from the embedded catalog's
+record of PyPI for torch 2.9.1: the real file names, sizes and Requires-Dist of torch,
+torchvision, torchaudio, triton and the nvidia wheels, each file a sparse wheel of its real
+size (its METADATA real, its zip directory as long as a real one, the rest a hole). Like PyPI, the index offers no
+.metadata files for torch, so its metadata comes by range requests. One Python (3.13: the
+cp313 and pure wheels), both architectures, every variant the index offers, two toolchains
+with that Python (foss/2025a, gfbf/2025a).
+
+The figures printed: generate's wall time (median of --rounds runs, each on a fresh server),
+its bytes (the server's bytes sent), the set's wheel bytes, and their ratio. Targets: at least
+1000x fewer bytes, under 10 s; printed with whether they are met, never enforced.
+
+Usage: python3 bench/generate.py [--rounds N] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import re
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test"))
+from _common import log, positive
+from indexserver import IndexServer
+from wheelbuild import build_sparse_wheel
+
+from torchstack import catalog
+from torchstack.cli import main
+
+RELEASE = "2.9.1"
+TOOLCHAINS = ("foss/2025a", "gfbf/2025a")
+PYTHON_TAGS = ("cp313-cp313", "py3-none", "py2.py3-none")
+TARGET_RATIO, TARGET_SECONDS = 1000.0, 10.0
+# A real torch wheel's zip directory lists about 10,000 files: reading it by range requests
+# costs about a megabyte (measured on torch 2.14.1: 1.24 MB), which the sparse wheels repeat.
+TORCH_MEMBERS = 10_000
+
+
+def build_index(folder: Path) -> tuple[list[Path], dict[str, int]]:
+    """Sparse wheels of the catalog's files for one Python; their sizes by file name."""
+    folder.mkdir(parents=True, exist_ok=True)
+    wheels, sizes = [], {}
+    for recorded in catalog.load(RELEASE):
+        for project in ("torch", "torchvision", "torchaudio", "triton",
+                        *(p for p in recorded._projects if p.startswith("nvidia-"))):
+            for file in recorded.files(project):
+                if not any(f"-{tag}-" in file.filename for tag in PYTHON_TAGS) \
+                        or file.size is None or file.filename in sizes:
+                    continue
+                requires = recorded._metadata.get(file.url)
+                metadata = _metadata(file.filename, requires or [])
+                members = TORCH_MEMBERS if project == "torch" else 0
+                wheels.append(build_sparse_wheel(folder, file.filename, file.size, metadata,
+                                                 members))
+                sizes[file.filename] = file.size
+    return wheels, sizes
+
+
+def _metadata(filename: str, requires: list[str]) -> str:
+    name, version = filename.split("-")[:2]
+    lines = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}",
+             *(f"Requires-Dist: {r}" for r in requires)]
+    return "\n".join(lines) + "\n"
+
+
+def run_once(wheels: list[Path], out: Path) -> tuple[float, int]:
+    """One generate on a fresh server: wall time and bytes the server sent."""
+    with IndexServer() as server:
+        for wheel in wheels:
+            torch = wheel.name.startswith("torch-")
+            server.add_wheel(wheel, metadata="none" if torch else "announced")
+        args = ["generate", RELEASE, "--index", server.index_url, "--out", str(out), "--force",
+                *(a for tc in TOOLCHAINS for a in ("--toolchain", tc))]
+        started = time.perf_counter()
+        with contextlib.redirect_stdout(io.StringIO()):
+            code = main(args)
+        elapsed = time.perf_counter() - started
+        if code != 0:
+            raise SystemExit(f"generate failed with exit code {code}")
+        return elapsed, server.bytes_sent
+
+
+def set_bytes(out: Path, sizes: dict[str, int]) -> tuple[int, int]:
+    """Bytes and count of the distinct wheels the generated easyconfigs name."""
+    named = set()
+    for easyconfig in out.glob("*.eb"):
+        named.update(re.findall(r"'filename': '([^']+\.whl)'", easyconfig.read_text()))
+    missing = named - sizes.keys()
+    if missing:
+        raise SystemExit(f"the set names wheels the index does not have: {sorted(missing)}")
+    return sum(sizes[name] for name in named), len(named)
+
+
+def main_bench(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=positive, default=5)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="bench-generate-") as tmp:
+        log("building the local index (sparse wheels of the real sizes)...")
+        wheels, sizes = build_index(Path(tmp) / "wheels")
+        out = Path(tmp) / "out"
+        runs = [run_once(wheels, out) for _ in range(args.rounds)]
+        upstream, count = set_bytes(out, sizes)
+        easyconfigs = len(list(out.glob("*.eb")))
+    seconds = statistics.median(r[0] for r in runs)
+    transferred = statistics.median(r[1] for r in runs)
+    figures: dict[str, Any] = {
+        "release": RELEASE, "toolchains": list(TOOLCHAINS), "easyconfigs": easyconfigs,
+        "index_files": len(wheels), "wheels_named": count, "seconds_median": round(seconds, 3),
+        "bytes_generate": transferred, "bytes_upstream": upstream,
+        "ratio": round(upstream / transferred, 1),
+        "target_ratio_met": upstream / transferred >= TARGET_RATIO,
+        "target_seconds_met": seconds < TARGET_SECONDS,
+    }
+    print(json.dumps(figures) if args.json else _table(figures))
+    return 0
+
+
+def _table(f: dict[str, Any]) -> str:
+    return "\n".join([
+        f"torchstack generate {f['release']} for {', '.join(f['toolchains'])}: "
+        f"{f['easyconfigs']} easyconfigs naming {f['wheels_named']} wheels "
+        f"(index of {f['index_files']} files)",
+        f"  wall time (median)     {f['seconds_median']:8.2f} s   target < {TARGET_SECONDS:.0f} s: "
+        f"{'met' if f['target_seconds_met'] else 'NOT met'}",
+        f"  bytes from the index   {f['bytes_generate']:>14,}",
+        f"  bytes upstream's way   {f['bytes_upstream']:>14,}   (every named wheel downloaded)",
+        f"  ratio                  {f['ratio']:>10.0f}x     target >= {TARGET_RATIO:.0f}x: "
+        f"{'met' if f['target_ratio_met'] else 'NOT met'}",
+    ])
+
+
+if __name__ == "__main__":
+    sys.exit(main_bench())
