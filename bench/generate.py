@@ -6,8 +6,8 @@ the upstream way costs (downloading every wheel the set names to checksum it, as
 The local index (test/indexserver.py on 127.0.0.1) is built from the embedded catalog's
 record of PyPI for torch 2.9.1: the real file names, sizes and Requires-Dist of torch,
 torchvision, torchaudio, triton and the nvidia wheels, each file a sparse wheel of its real
-size (its METADATA real, its zip directory as long as a real one, the rest a hole). Like PyPI, the index offers no
-.metadata files for torch, so its metadata comes by range requests. One Python (3.13: the
+size (its METADATA real, its zip directory as long as a real one, the rest a hole). Like
+PyPI, the index offers no .metadata files for torch, so its metadata comes by range requests. One Python (3.13: the
 cp313 and pure wheels), both architectures, every variant the index offers, two toolchains
 with that Python (foss/2025a, gfbf/2025a).
 
