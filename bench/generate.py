@@ -7,9 +7,9 @@ The local index (test/indexserver.py on 127.0.0.1) is built from the embedded ca
 record of PyPI for torch 2.9.1: the real file names, sizes and Requires-Dist of torch,
 torchvision, torchaudio, triton and the nvidia wheels, each file a sparse wheel of its real
 size (its METADATA real, its zip directory as long as a real one, the rest a hole). Like
-PyPI, the index offers no .metadata files for torch, so its metadata comes by range requests. One Python (3.13: the
-cp313 and pure wheels), both architectures, every variant the index offers, two toolchains
-with that Python (foss/2025a, gfbf/2025a).
+PyPI, the index offers no .metadata files for torch, so its metadata comes by range
+requests. One Python (3.13: the cp313 and pure wheels), both architectures, every variant
+the index offers, two toolchains with that Python (foss/2025a, gfbf/2025a).
 
 The figures printed: generate's wall time (median of --rounds runs, each on a fresh server),
 its bytes (the server's bytes sent), the set's wheel bytes, and their ratio. Targets: at least
