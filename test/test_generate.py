@@ -342,3 +342,43 @@ class TestEasyBuildChecks:
         assert re.search(r"\* \[ \] \S+/Python-3\.1[23]\.\d+-GCCcore-[\d.]+\.eb", output)
         assert f"{folder}/PyTorch-2.9.1-" in output
 
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--glibc", "two"], "--glibc 'two' is not of the form X.Y"),
+    (["--toolchain", "foss/1999z"], "foss/1999z"),
+    (["--offline", "--index", "https://example.org/simple/"], "takes no --index"),
+    (["--index", "http://example.org/simple/"], "refused: remote indexes must use https://"),
+    (["--stage", "binary"], "invalid choice: 'binary'"),
+], ids=["glibc", "toolchain", "offline-index", "plain-http", "stage"])
+def test_bad_usage_is_one_line(tmp_path: Path, args: list[str], message: str,
+                               capsys: pytest.CaptureFixture[str]) -> None:
+    try:
+        code, _ = _generate(tmp_path, "2.9.1", *args)
+    except SystemExit as exited:  # argparse's own usage errors exit by themselves
+        code = int(exited.code or 0)
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("torchstack: error: ") and err.count("\n") == 1
+    assert message in err and not (tmp_path / "out").exists()
+
+
+class TestSourceStage:
+    def test_derived_from_upstream(self, tmp_path: Path) -> None:
+        code, out = _generate(tmp_path, "2.9.1", "--offline", "--stage", "source",
+                              "--toolchain", "foss/2025a", "--toolchain", "foss/2024a")
+        assert code == 0
+        names = sorted(p.name for p in out.glob("*.eb"))
+        assert names == ["PyTorch-2.9.1-foss-2024a.eb", "PyTorch-2.9.1-foss-2025a-CUDA-12.8.0.eb",
+                         "PyTorch-2.9.1-foss-2025a.eb"]
+        text = (out / "PyTorch-2.9.1-foss-2025a-CUDA-12.8.0.eb").read_text()
+        assert "easyblock = 'PyTorchSource'" in text
+        assert "patches = [" in text  # upstream's build, unchanged
+
+    def test_no_upstream_source_easyconfig(self, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+        code, out = _generate(tmp_path, "2.9.1", "--offline", "--stage", "source",
+                              "--toolchain", "foss/2023a")
+        err = capsys.readouterr().err
+        assert code == 2 and err.startswith("torchstack: error: nothing generated")
+        assert "the robot path has no PyTorch-2.9.1-foss-2023a.eb to derive" in err
+        assert not out.exists()
