@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -35,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import log, positive
+from _common import RunStats, log, positive
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_ROUNDS = 7
@@ -68,21 +67,9 @@ class Run:
 
 
 @dataclass
-class Series:
+class Series(RunStats):
     command: Command
     runs: list[Run] = field(default_factory=list)
-
-    @property
-    def median(self) -> float:
-        return statistics.median(r.seconds for r in self.runs)
-
-    @property
-    def minimum(self) -> float:
-        return min(r.seconds for r in self.runs)
-
-    @property
-    def peak_mb(self) -> float:
-        return max(r.max_rss_kb for r in self.runs) / 1024.0
 
 
 def cache_root() -> Path:

@@ -24,7 +24,6 @@ import importlib.util
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import sysconfig
@@ -36,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import log, positive
+from _common import RunStats, log, positive
 
 REPO = Path(__file__).resolve().parents[1]
 TORCH_VERSION = "2.13.0"
@@ -95,23 +94,11 @@ class Run:
 
 
 @dataclass
-class Series:
+class Series(RunStats):
     """The measured (not warm-up) runs of one command."""
 
     command: Command
     runs: list[Run] = field(default_factory=list)
-
-    @property
-    def median(self) -> float:
-        return statistics.median(r.seconds for r in self.runs)
-
-    @property
-    def minimum(self) -> float:
-        return min(r.seconds for r in self.runs)
-
-    @property
-    def peak_mb(self) -> float:
-        return max(r.max_rss_kb for r in self.runs) / 1024.0
 
 
 class BenchError(Exception):

@@ -48,7 +48,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "test"))
 sys.path.insert(0, str(REPO / "bench"))
 
-from _common import log, positive  # noqa: E402
+from _common import RunStats, log, positive  # noqa: E402
 from conftest import cache_dir, cache_lock, download_wheel  # noqa: E402
 from ebenv import (  # noqa: E402
     PYTHON_VERSION,
@@ -155,19 +155,11 @@ class Run:
 
 
 @dataclass
-class Series:
+class Series(RunStats):
     """The runs of one variant."""
 
     variant: Variant
     runs: list[Run] = field(default_factory=list)
-
-    @property
-    def median(self) -> float:
-        return statistics.median(r.seconds for r in self.runs)
-
-    @property
-    def minimum(self) -> float:
-        return min(r.seconds for r in self.runs)
 
     def phase_median(self, key: str) -> float | None:
         values = [r.phases[key] for r in self.runs if key in r.phases]
