@@ -55,10 +55,11 @@ def unresolved_libraries(
     installdir: str | Path, search_path: Iterable[str], torch_site_packages: Iterable[str | Path]
 ) -> tuple[list[str], list[str]]:
     """('object: needs library' failures, notes on optional plugins), driver libraries aside."""
-    missing = loader.unresolved_in_tree(
-        installdir, tuple(search_path), torch_loaded_libraries(torch_site_packages)
-    )
     objects = {p: loader.read_object(p) for p in loader.iter_shared_objects(installdir)}
+    missing = loader.unresolved_in_tree(
+        installdir, tuple(search_path), torch_loaded_libraries(torch_site_packages),
+        objects=objects,
+    )
     loadable = _loadable_objects(objects)
     # A plugin that needs its package's main library (triton/plugins -> libtriton.so) is
     # opened by that package after it has loaded the library.

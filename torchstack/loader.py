@@ -304,7 +304,16 @@ def resolve_needed(
     `split_search_path`); `preloaded` maps sonames already loaded in the process to their
     paths; `system_dirs` defaults to `default_system_dirs()`.
     """
-    obj = read_object(path)
+    return resolve_object(read_object(path), ld_library_path, preloaded, system_dirs)
+
+
+def resolve_object(
+    obj: SharedObject,
+    ld_library_path: Sequence[str] = (),
+    preloaded: Mapping[str, str] | None = None,
+    system_dirs: Sequence[str] | None = None,
+) -> tuple[Resolution, ...]:
+    """`resolve_needed` for a shared object already read."""
     system = default_system_dirs() if system_dirs is None else system_dirs
     loaded = preloaded or {}
     return tuple(
@@ -367,17 +376,21 @@ def unresolved_in_tree(
     ld_library_path: Sequence[str] = (),
     extra_preloaded: Mapping[str, str] | None = None,
     system_dirs: Sequence[str] | None = None,
+    objects: Mapping[str, SharedObject] | None = None,
 ) -> list[tuple[str, str]]:
     """(object path, DT_NEEDED name) for every entry under `root` that resolves nowhere.
 
     Each object is checked on its own search paths. The tree's own libraries count as
     loaded only when the caller passes them in `extra_preloaded` (see `sonames_under`): a
     library that is found only because another one loaded it first hides a broken RPATH.
+    A caller that has read the tree's objects already passes them as `objects`.
     """
     system = default_system_dirs() if system_dirs is None else system_dirs
+    if objects is None:
+        objects = {path: read_object(path) for path in iter_shared_objects(root)}
     unresolved: list[tuple[str, str]] = []
-    for path in iter_shared_objects(root):
-        for resolution in resolve_needed(path, ld_library_path, extra_preloaded, system):
+    for path, obj in objects.items():
+        for resolution in resolve_object(obj, ld_library_path, extra_preloaded, system):
             if resolution.path is None:
                 unresolved.append((path, resolution.needed))
     return unresolved
