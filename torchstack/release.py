@@ -255,7 +255,7 @@ class Resolver:
 
     def _variant_of(self, index: Index, file: IndexFile, version: Version, target: Target) -> str:
         if version.local:
-            if not _VARIANT.match(version.local):
+            if not _VARIANT.fullmatch(version.local):
                 raise ReleaseError(f"{file.filename!r}: unknown variant tag {version.local!r}")
             return version.local
         return variant_from_pins(self.requires_dist(index, file), target)

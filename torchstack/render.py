@@ -92,15 +92,15 @@ def extension(resolved: Resolved) -> Extension:
 
 def source(file: IndexFile) -> Source:
     """The file name, folder URL and sha256 of an index file, checked."""
-    if file.sha256 is None or not _SHA256.match(file.sha256):
+    if file.sha256 is None or not _SHA256.fullmatch(file.sha256):
         raise RenderError(f"{file.filename!r}: the index gives no valid sha256 ({file.sha256!r})")
     parts = urlsplit(file.url)
     folder, _, filename = parts.path.rpartition("/")
-    if parts.scheme not in ("https", "http", "file") or not _SAFE_TEXT.match(filename) \
-            or not _SAFE_URL_PATH.match(parts.netloc + folder) or parts.query or not filename:
+    if parts.scheme not in ("https", "http", "file") or not _SAFE_TEXT.fullmatch(filename) \
+            or not _SAFE_URL_PATH.fullmatch(parts.netloc + folder) or parts.query or not filename:
         raise RenderError(f"{file.url!r} is not a plain file URL")
     stored = unquote(filename)
-    if not _SAFE_TEXT.match(stored) or "%" in stored:
+    if not _SAFE_TEXT.fullmatch(stored) or "%" in stored:
         raise RenderError(f"{file.url!r} is not a plain file URL")
     return Source(stored, f"{parts.scheme}://{parts.netloc}{folder}", file.sha256,
                   filename if filename != stored else None)
@@ -108,7 +108,7 @@ def source(file: IndexFile) -> Source:
 
 def project_name(name: str) -> str:
     """A PEP 503 project name, or RenderError."""
-    if not _PEP503_NAME.match(name):
+    if not _PEP503_NAME.fullmatch(name):
         raise RenderError(f"{name!r} is not a valid project name")
     return canonicalize_name(name)
 
@@ -124,9 +124,9 @@ def pep440(text: str, what: str) -> Version:
 def dependency(name: str, version: str, versionsuffix: str = "", system: bool = False) -> str:
     """A dependency tuple as upstream easyconfigs write it: ('CUDA', '12.8.0', '', SYSTEM)."""
     for value in (name, version):
-        if not _MODULE_NAME.match(value):
+        if not _MODULE_NAME.fullmatch(value):
             raise RenderError(f"{value!r} cannot be part of a module name")
-    if not _SUFFIX.match(versionsuffix):
+    if not _SUFFIX.fullmatch(versionsuffix):
         raise RenderError(f"{versionsuffix!r} is not a version suffix")
     fields = [repr(name), repr(version)]
     if versionsuffix or system:
@@ -139,7 +139,7 @@ def dependency(name: str, version: str, versionsuffix: str = "", system: bool = 
 def easyconfig(text: EasyconfigText) -> str:
     """The easyconfig file's content."""
     for value in (text.name, text.version, text.toolchain[0], text.toolchain[1]):
-        if not _MODULE_NAME.match(value):
+        if not _MODULE_NAME.fullmatch(value):
             raise RenderError(f"{value!r} cannot be part of an easyconfig name")
     return _environment().get_template("wheels.eb.j2").render(
         name=text.name, version=text.version, versionsuffix=text.versionsuffix,
@@ -151,7 +151,7 @@ def easyconfig(text: EasyconfigText) -> str:
 def easystack(title: str, command: str, easyconfigs: Sequence[str]) -> str:
     """An EasyBuild easystack file building `easyconfigs` in the order given."""
     for filename in easyconfigs:
-        if not _SAFE_TEXT.match(filename):
+        if not _SAFE_TEXT.fullmatch(filename):
             raise RenderError(f"{filename!r} is not a plain easyconfig file name")
     return _environment().get_template("easystack.yaml.j2").render(
         title=title.replace("\n", " "), command=command.replace("\n", " "),
