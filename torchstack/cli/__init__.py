@@ -37,12 +37,13 @@ def _subcommands() -> list[ModuleType]:
         fingerprint,
         generate,
         hooks_path,
+        jobs,
         lmod_sitepackage,
         scan,
     )
 
     return [fingerprint, check, generate, catalog, easyblocks_path, hooks_path, scan,
-            lmod_sitepackage, doctor]
+            lmod_sitepackage, doctor, jobs]
 
 
 def build_parser() -> argparse.ArgumentParser:

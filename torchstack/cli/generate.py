@@ -54,7 +54,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--allow-download-hash", action="store_true",
                         help="download and hash a wheel whose index gives no sha256")
     parser.add_argument("--print-build-command", action="store_true",
-                        help="only print the eb commands that build the written easystacks")
+                        help="print the eb commands that build the written easystacks (here, "
+                             "and as Slurm jobs) instead of the report")
 
 
 def execute(args: argparse.Namespace) -> int:
@@ -75,8 +76,13 @@ def execute(args: argparse.Namespace) -> int:
     folder = Path(args.out or f"torchstack-{args.release}")
     replaced = output.write_set(folder, result.files(), force=args.force)
     if args.print_build_command:
+        from torchstack import jobs
+
         for name in result.easystacks:
+            print(f"# {name}: on this host, or as Slurm jobs (one per easyconfig)")
             print(f"cd {folder} && {generate.build_command(name)}")
+            entries = jobs.easystack_entries(folder / name)
+            print(f"cd {folder} && {jobs.submit_command(name, entries)}")
         return 0
     for line in [*provenance, *generate.summary(result, replaced)]:
         print(line)
