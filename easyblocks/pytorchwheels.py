@@ -3,8 +3,10 @@ EasyBuild support for installing PyTorch and its ecosystem from the official whe
 
 PythonBundle does the fetching, checksum verification and module environment; this
 easyblock installs all wheels in one fast, parallel step, checks that they fit the Python
-and the host, and records the torchstack fingerprint of the result. Every decision is made
-by the torchstack library; this file is glue.
+and the host, and records the torchstack fingerprint of the result. With cuda_libs = 'modules'
+on sites whose modules set no LD_LIBRARY_PATH (eb --rpath), it writes the CUDA modules' library
+folders into the RPATH of the installed libraries (cuda_libs_rpath, see torchstack.runpath).
+Every decision is made by the torchstack library; this file is glue.
 """
 import os
 import platform
@@ -13,22 +15,21 @@ from pathlib import Path
 from easybuild.easyblocks.generic.pythonbundle import PythonBundle
 from easybuild.framework.easyconfig import CUSTOM
 from easybuild.tools.build_log import EasyBuildError
+from easybuild.tools.config import build_option
 from easybuild.tools.filetools import remove
 from easybuild.tools.modules import get_software_root, get_software_version
 from easybuild.tools.run import run_shell_cmd
 
 from torchstack import (
     TorchstackError,
-    compat,
     cudalibs,
-    installation,
     installcheck,
     installer,
     jitcheck,
-    modulefile,
-    record,
+    runpath,
     wheeltags,
 )
+from torchstack import easyblock_steps as steps
 from torchstack.distributions import importable_top_level
 
 CUDA_LIBS_CHOICES = ('wheels', 'modules')
@@ -46,6 +47,11 @@ class PyTorchWheels(PythonBundle):
         extra_vars.update({
             'cuda_libs': ['wheels', "Where torch's pinned CUDA libraries come from: "
                           "'wheels' (nvidia-* wheels in exts_list) or 'modules' (dependencies)", CUSTOM],
+            'torchstack_abi_tag': [None, "abi_tag the installed torch must show, as torchstack generate "
+                                   "predicted it (checked at sanity check)", CUSTOM],
+            'cuda_libs_rpath': [None, "With cuda_libs = 'modules': write the dependency modules' library "
+                                "folders into the RPATH of the installed libraries, for modules that set no "
+                                "LD_LIBRARY_PATH (None: follow eb --rpath)", CUSTOM],
         })
         return extra_vars
 
@@ -60,6 +66,9 @@ class PyTorchWheels(PythonBundle):
             if wheels:
                 raise EasyBuildError("torchstack: cuda_libs = 'modules' installs no CUDA wheels, but exts_list has %s",
                                      ', '.join(wheels))
+        if self.cfg['cuda_libs_rpath'] and self.cfg['cuda_libs'] != 'modules':
+            raise EasyBuildError("torchstack: cuda_libs_rpath = True needs cuda_libs = 'modules', not %r",
+                                 self.cfg['cuda_libs'])
         self.fingerprint = None
         self.import_names = []
 
@@ -102,15 +111,27 @@ class PyTorchWheels(PythonBundle):
             raise EasyBuildError("torchstack: wheel does not fit: %s", '; '.join(misfits))
 
     def post_processing_step(self):
-        """Fingerprint the installation and check its consumers against the torch they run on."""
+        """RPATH to the CUDA modules if asked; fingerprint; check consumers against their torch."""
         super().post_processing_step()
+        if self._rpath_cuda_libs():
+            self._rewrite_rpath()
+        self.fingerprint = steps.record_fingerprint(self)
+
+    def _rpath_cuda_libs(self):
+        """cuda_libs_rpath, which follows eb --rpath unless the easyconfig sets it."""
+        wanted = self.cfg['cuda_libs_rpath']
+        if wanted is None:
+            wanted = bool(build_option('rpath'))
+        return wanted and self.cfg['cuda_libs'] == 'modules'
+
+    def _rewrite_rpath(self):
+        library_dirs = installcheck.module_library_dirs(steps.dependency_roots(self, runtime_only=True))
         try:
-            self.fingerprint = installation.examine(self.installdir, get_software_root('PyTorch')).fingerprint
+            rewrites = runpath.rewrite_tree(self.installdir, library_dirs)
         except TorchstackError as err:
             raise EasyBuildError("torchstack: %s", err) from err
-        if self.fingerprint is not None:
-            record.write_fingerprint(self.installdir, self.fingerprint)
-            self.cfg['whatis'] = (self.cfg['whatis'] or []) + [record.whatis_line(self.fingerprint)]
+        for rewrite in rewrites:
+            self.log.info("torchstack: %s of %s: %s", rewrite.tag, rewrite.path, ':'.join(rewrite.after))
 
     def _cuda_modules_plan(self, paths):
         """With cuda_libs = 'modules': which dependency module satisfies each CUDA pin of torch."""
@@ -144,39 +165,29 @@ class PyTorchWheels(PythonBundle):
         return not self.toolchain.is_system_toolchain() and bool(self.toolchain.comp_family())
 
     def _check_libraries_resolve(self):
-        roots = [get_software_root(dep['name']) for dep in self.cfg.dependencies()]
-        search_path = installcheck.search_path(os.environ.get('LD_LIBRARY_PATH', ''), [r for r in roots if r])
-        site_packages = [os.path.join(r, self.pylibdir) for r in [self.installdir, get_software_root('PyTorch')] if r]
-        failures, notes = installcheck.unresolved_libraries(self.installdir, search_path, site_packages)
-        for note in notes:
-            self.log.warning("torchstack: optional plugin does not resolve: %s", note)
-        if failures:
-            raise EasyBuildError("torchstack: shared libraries do not resolve:\n%s", '\n'.join(failures[:20]))
+        """With the CUDA modules in the RPATH, without LD_LIBRARY_PATH or the modules' folders."""
+        if self._rpath_cuda_libs():
+            search_path = []
+        else:
+            search_path = installcheck.search_path(os.environ.get('LD_LIBRARY_PATH', ''), steps.dependency_roots(self))
+        steps.check_libraries_resolve(self, search_path)
 
     def _check_declared_torch(self):
-        if self.fingerprint is None or self.fingerprint.role != 'provider':
-            return
         torch_exts = [e for e in self.cfg['exts_list'] if isinstance(e, tuple) and e[0] == 'torch']
         declared_cuda = get_software_version('CUDA') if self.cfg['cuda_libs'] == 'modules' else None
-        problems = compat.disagreements(self.fingerprint, torch_exts[0][1], declared_cuda) if torch_exts else []
-        if problems:
-            raise EasyBuildError("torchstack: %s", '; '.join(problems))
+        steps.check_declared_torch(self.fingerprint, torch_exts[0][1] if torch_exts else None, declared_cuda,
+                                   self.cfg['torchstack_abi_tag'])
+
+    def make_module_step(self, *args, **kwargs):
+        """With eb --module-only nothing fingerprinted the installation: use what it recorded."""
+        if self.fingerprint is None:
+            self.fingerprint = steps.recorded_fingerprint(self)
+        return super().make_module_step(*args, **kwargs)
 
     def make_module_dep(self, *args, **kwargs):
         """The consumer half of the swap guards goes before the dependency on PyTorch."""
-        txt = super().make_module_dep(*args, **kwargs)
-        torch_module = modulefile.torch_module(self.cfg.dependencies())
-        if self.fingerprint is None or self.fingerprint.role != 'consumer' or torch_module is None:
-            return txt
-        try:
-            return modulefile.guard_module_text(txt, self.fingerprint, self.full_mod_name, torch_module,
-                                                self.module_generator.SYNTAX)
-        except TorchstackError as err:
-            raise EasyBuildError("torchstack: %s", err) from err
+        return steps.consumer_module_dep(self, super().make_module_dep(*args, **kwargs), self.fingerprint)
 
     def make_module_extra(self, *args, **kwargs):
         """The provider half of the swap guards, in every module that installs torch itself."""
-        txt = super().make_module_extra(*args, **kwargs)
-        if self.fingerprint is not None and self.fingerprint.role == 'provider':
-            txt += modulefile.provider_block(self.fingerprint, self.full_mod_name, self.module_generator.SYNTAX)
-        return txt
+        return super().make_module_extra(*args, **kwargs) + steps.provider_module_extra(self, self.fingerprint)

@@ -1,0 +1,114 @@
+"""What torchstack's easyblocks add to EasyBuild's steps, shared by PyTorchWheels and PyTorchSource.
+
+Each function takes the running easyblock (an EasyBuild EasyBlock; EasyBuild has no type
+information) and reports problems as EasyBuildError with a `torchstack:` prefix, so that both
+easyblocks stay glue and record the same fingerprint file, whatis line and guard halves:
+- post-processing: fingerprint the installation, refuse consumers that do not fit the torch
+  under them, write `<installdir>/easybuild/torchstack-fingerprint.json` (`record_fingerprint`);
+- sanity check: every shared object finds its libraries, the installed torch is the one the
+  easyconfig declares (`check_libraries_resolve`, `check_declared_torch`);
+- module file: the consumer half before the dependency on PyTorch, the provider half at the
+  end (`consumer_module_dep`, `provider_module_extra`); with `eb --module-only` no step has
+  fingerprinted the installation, so the one it recorded earlier is used
+  (`recorded_fingerprint`).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from easybuild.tools.build_log import EasyBuildError
+from easybuild.tools.modules import get_software_root
+
+from torchstack import compat, installation, installcheck, modulefile, record
+from torchstack.errors import TorchstackError
+from torchstack.fingerprint import Fingerprint
+
+EasyBlock = Any  # easybuild.framework.easyblock.EasyBlock
+
+
+def dependency_roots(block: EasyBlock, runtime_only: bool = False) -> list[str]:
+    """Install roots of the loaded dependency modules, in the easyconfig's order."""
+    names = [dep["name"] for dep in block.cfg.dependencies(runtime_only=runtime_only)]
+    return [root for root in (get_software_root(name) for name in names) if root]
+
+
+def record_fingerprint(block: EasyBlock) -> Fingerprint | None:
+    """Fingerprint the installation and record it; None when it holds nothing torch-related."""
+    try:
+        found = installation.examine(block.installdir, get_software_root("PyTorch"))
+    except TorchstackError as err:
+        raise EasyBuildError("torchstack: %s", err) from err
+    if found.fingerprint is not None:
+        record.write_fingerprint(block.installdir, found.fingerprint)
+        _add_whatis(block, found.fingerprint)
+    return found.fingerprint
+
+
+def recorded_fingerprint(block: EasyBlock) -> Fingerprint | None:
+    """The fingerprint the installation recorded before (eb --module-only), with its whatis."""
+    try:
+        found = record.read_fingerprint(block.installdir)
+    except TorchstackError as err:
+        raise EasyBuildError("torchstack: %s", err) from err
+    if found is not None:
+        _add_whatis(block, found)
+    return found
+
+
+def _add_whatis(block: EasyBlock, fingerprint: Fingerprint) -> None:
+    line = record.whatis_line(fingerprint)
+    if line not in (block.cfg["whatis"] or []):
+        block.cfg["whatis"] = (block.cfg["whatis"] or []) + [line]
+    block.log.info("%s", line)
+
+
+def check_libraries_resolve(block: EasyBlock, search_path: list[str]) -> None:
+    """Every loadable shared object of the installation finds its libraries.
+
+    `search_path` stands for LD_LIBRARY_PATH (see `installcheck.search_path`); torch's own
+    libraries, of the installation or of the PyTorch dependency, count as loaded.
+    """
+    roots = [block.installdir, get_software_root("PyTorch")]
+    site_packages = [os.path.join(root, block.pylibdir) for root in roots if root]
+    failures, notes = installcheck.unresolved_libraries(block.installdir, search_path,
+                                                        site_packages)
+    for note in notes:
+        block.log.warning("torchstack: optional plugin does not resolve: %s", note)
+    if failures:
+        raise EasyBuildError("torchstack: shared libraries do not resolve:\n%s",
+                             "\n".join(failures[:20]))
+
+
+def check_declared_torch(fingerprint: Fingerprint | None, version: str | None,
+                         cuda: str | None, abi_tag: str | None) -> None:
+    """A provider must be the torch `version` (and CUDA, and abi tag) the easyconfig declares."""
+    if fingerprint is None or fingerprint.role != "provider":
+        return
+    problems = compat.disagreements(fingerprint, version, cuda) if version else []
+    if abi_tag and abi_tag != fingerprint.abi_tag:
+        problems.append(f"installed torch is {fingerprint.abi_tag}, "
+                        f"the easyconfig declares {abi_tag}")
+    if problems:
+        raise EasyBuildError("torchstack: %s", "; ".join(problems))
+
+
+def consumer_module_dep(block: EasyBlock, text: str, fingerprint: Fingerprint | None) -> str:
+    """The dependency lines with the consumer half before the one that loads PyTorch."""
+    torch_module = modulefile.torch_module(block.cfg.dependencies())
+    if fingerprint is None or fingerprint.role != "consumer" or torch_module is None:
+        return text
+    try:
+        return modulefile.guard_module_text(text, fingerprint, block.full_mod_name, torch_module,
+                                            block.module_generator.SYNTAX)
+    except TorchstackError as err:
+        raise EasyBuildError("torchstack: %s", err) from err
+
+
+def provider_module_extra(block: EasyBlock, fingerprint: Fingerprint | None) -> str:
+    """The provider half, for a module that installs torch itself; "" for any other."""
+    if fingerprint is None or fingerprint.role != "provider":
+        return ""
+    return modulefile.provider_block(fingerprint, block.full_mod_name,
+                                     block.module_generator.SYNTAX)
