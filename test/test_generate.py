@@ -21,6 +21,7 @@ from ebenv import EasyBuildEnv
 from indexserver import IndexServer
 from releasewheels import CU12_PINS, cpu_release, pypi_release
 
+from torchstack import toolchains
 from torchstack.cli import main
 
 TOOLCHAINS = ("foss/2025a", "foss/2024a")
@@ -382,3 +383,28 @@ class TestSourceStage:
         assert code == 2 and err.startswith("torchstack: error: nothing generated")
         assert "the robot path has no PyTorch-2.9.1-foss-2023a.eb to derive" in err
         assert not out.exists()
+
+
+def _ignored_errors(output: str) -> list[str]:
+    """eb -x's ignored errors, with temporary paths and the module name left out."""
+    lines = re.findall(r"^!!! WARNING: ignoring error (.*)$", output, re.MULTILINE)
+    return sorted(re.sub(r"/tmp/\S+|PyTorch/\S+", "X", line) for line in lines)
+
+
+@pytest.mark.parametrize("name", ["PyTorch-2.9.1-foss-2025a-CUDA-12.8.0.eb",
+                                  "PyTorch-2.9.1-foss-2025a.eb", "PyTorch-2.9.1-foss-2024a.eb"])
+def test_source_easyconfig_extended_dry_run(tmp_path: Path, eb_env: EasyBuildEnv,
+                                            name: str) -> None:
+    """eb -x of the derived easyconfig runs PyTorchSource through every step, with no error
+    that upstream's own easyconfig does not show as well in a dry run."""
+    code, out = _generate(tmp_path, "2.9.1", "--offline", "--stage", "source",
+                          "--toolchain", "foss/2025a", "--toolchain", "foss/2024a")
+    assert code == 0
+    ours = eb_env.run_eb("-x", str(out / name), cwd=out)
+    assert "*** DRY RUN using 'PyTorchSource' easyblock" in ours.stdout
+    assert f"* [SUCCESS] {name[:-3].replace('-', '/', 1)}" in ours.stdout, ours.stdout[-3000:]
+    upstream_dir = Path(toolchains.default_robot_paths()[0])
+    upstream = eb_env.run_eb("-x", str(next(upstream_dir.glob(f"p/PyTorch/{name}"))), cwd=out)
+    assert _ignored_errors(ours.stdout) == _ignored_errors(upstream.stdout)
+    # eb 5.4 -x ends with "Failed to remove log file(s)" for upstream's easyconfig too
+    assert ours.returncode == upstream.returncode

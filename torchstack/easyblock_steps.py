@@ -35,7 +35,10 @@ def dependency_roots(block: EasyBlock, runtime_only: bool = False) -> list[str]:
 
 
 def record_fingerprint(block: EasyBlock) -> Fingerprint | None:
-    """Fingerprint the installation and record it; None when it holds nothing torch-related."""
+    """Fingerprint the installation and record it; None when it holds nothing torch-related
+    or nothing was installed (eb --extended-dry-run)."""
+    if block.dry_run:
+        return None
     try:
         found = installation.examine(block.installdir, get_software_root("PyTorch"))
     except TorchstackError as err:
