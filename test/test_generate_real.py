@@ -56,6 +56,30 @@ class TestRealWheels:
         served = sum(w.stat().st_size for w in real_wheels)
         assert real_index.bytes_sent * 1000 < served, (real_index.bytes_sent, served)
 
+    def test_cuda13_set_passes_easybuild_checks(self, tmp_path: Path, real_index: IndexServer,
+                                                eb_env: EasyBuildEnv) -> None:
+        out = tmp_path / "out"
+        assert _generate(out, "2.14.1", "--index", real_index.index_url,
+                         "--toolchain", "foss/2023a") == 0
+        files = sorted(str(p) for p in out.glob("*.eb"))
+        assert len(files) == 3  # Triton, PyTorch, torchvision
+        checked = eb_env.run_eb("--check-contrib", *files, cwd=out)
+        assert "All contribution checks PASSed!" in checked.stdout, checked.stdout[-3000:]
+        stack = out / "easystack-foss-2023a-cu130-x86_64.yaml"
+        planned = eb_env.run_eb("--dry-run", f"--robot={out}:", "--easystack", str(stack),
+                                cwd=out)
+        assert planned.returncode == 0, planned.stdout[-3000:]
+        assert "Python-3.11.3-GCCcore-12.3.0.eb" in planned.stdout
+
+    def test_cuda_modules_the_robot_path_lacks(self, tmp_path: Path, real_index: IndexServer,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+        # upstream has no cuDNN for CUDA 13.0.2: modules mode cannot be generated, and says why
+        code = _generate(tmp_path / "out", "2.14.1", "--index", real_index.index_url,
+                         "--toolchain", "foss/2023a", "--cuda-libs", "modules")
+        assert code == 2
+        assert "needs NCCL, NVSHMEM, cuDNN, cuSPARSELt built with CUDA 13.0.2 for foss/2023a" \
+            in capsys.readouterr().err
+
     def test_cpu_torch_takes_no_cuda_companion(self, tmp_path: Path, real_index: IndexServer,
                                                capsys: pytest.CaptureFixture[str]) -> None:
         # torchvision 0.28.0 pins torch==2.13.0, but this untagged build links libtorch_cuda

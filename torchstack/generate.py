@@ -276,16 +276,21 @@ class _WheelSet:
         if self.cuda_module is None:
             raise GenerateError(f"cuda_libs='modules' needs a CUDA {self.set.cuda}.x module "
                                 f"for {self.toolchain.name}/{self.toolchain.version}")
-        deps = [render.dependency("CUDA", self.cuda_module.version, system=True)]
-        modules = sorted({lib.module for pin in self._pins() for lib in pin.libraries} - {"CUDA"})
-        for name in modules:
-            found = self.toolchain.find(name, versionsuffix=f"-CUDA-{self.cuda_module.version}")
+        cuda = self.cuda_module.version
+        deps = [render.dependency("CUDA", cuda, system=True)]
+        missing = []
+        libraries = {lib.module for pin in self._pins() for lib in pin.libraries} - {"CUDA"}
+        for name in sorted(libraries):
+            found = self.toolchain.find(name, versionsuffix=f"-CUDA-{cuda}")
             if found is None:
-                raise GenerateError(f"cuda_libs='modules' needs {name} built with CUDA "
-                                    f"{self.cuda_module.version} for {self.toolchain.name}/"
-                                    f"{self.toolchain.version}; the robot path has none")
-            deps.append(render.dependency(name, found.version, "-CUDA-%(cudaver)s",
-                                          system=_is_system(found)))
+                missing.append(name)
+            else:
+                deps.append(render.dependency(name, found.version, "-CUDA-%(cudaver)s",
+                                              system=_is_system(found)))
+        if missing:
+            raise GenerateError(f"cuda_libs='modules' needs {', '.join(missing)} built with CUDA "
+                                f"{cuda} for {self.toolchain.name}/{self.toolchain.version}; "
+                                f"the robot path has none")
         return deps
 
     def _providers(self) -> list[closure.Provider]:
