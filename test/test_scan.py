@@ -414,3 +414,26 @@ class TestScanBadInput:
         assert code == 2
         assert err.startswith(PREFIX) and len(err.splitlines()) == 1
         assert "torchstack-fingerprint.json" in err and "Traceback" not in err
+
+
+class TestRecord:
+    def test_records_what_was_read_on_the_fly(
+        self, installpath: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        before = scan_installpath(installpath).get(TORCHDATA)
+        assert before is not None and before.source == "scanned"
+        assert main(["scan", str(installpath), "--record"]) == 0
+        out = capsys.readouterr().out
+        assert out.startswith(f"recorded {TORCHDATA}: torch-python in ")
+        assert out.count("recorded ") == 1  # the recorded ones stay as they were
+        after = scan_installpath(installpath).get(TORCHDATA)
+        assert after is not None and after.source == "recorded"
+        assert after.fingerprint == before.fingerprint
+
+    def test_consumer_without_provider_is_not_recorded(
+        self, installpath: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        write_module(installpath, TORCHDATA, "tcl", "#%Module\n")  # loads nothing: no torch
+        assert main(["scan", str(installpath), "--record"]) == 0
+        assert capsys.readouterr().out == ""
+        assert not (installpath / "software" / TORCHDATA / FINGERPRINT_FILE).exists()

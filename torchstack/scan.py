@@ -31,7 +31,7 @@ from torchstack._moduleloads import module_dependencies, module_files
 from torchstack.distributions import DistributionError, site_packages_of
 from torchstack.errors import TorchstackError
 from torchstack.fingerprint import Fingerprint, FingerprintError, installation_fingerprints
-from torchstack.record import FINGERPRINT_FILE, read_fingerprint
+from torchstack.record import FINGERPRINT_FILE, read_fingerprint, write_fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -245,6 +245,23 @@ def _nearest_provider(
             return module
         queue.extend(module.dependencies)
     return None
+
+
+def record_scanned(scan: Scan) -> list[InstalledModule]:
+    """Write the fingerprint of every module that had none recorded (modules that predate
+    torchstack), as the hooks file would have: the SitePackage.lua hook reads these files.
+    A consumer is recorded only once the provider it runs on is known, since an extension
+    whose metadata names no torch release is taken as built against that provider's torch."""
+    recorded = []
+    for module in scan.modules:
+        if module.source != "scanned" or module.fingerprint is None:
+            continue
+        if module.is_consumer and module.runs_on is None:
+            log.warning("%s: no PyTorch module among its loads; not recorded", module.name)
+            continue
+        write_fingerprint(module.software, module.fingerprint)
+        recorded.append(module)
+    return recorded
 
 
 def plan_swap(scan: Scan, source: str, target: str) -> SwapReport:

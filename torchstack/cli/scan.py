@@ -1,8 +1,9 @@
-"""`torchstack scan INSTALLPATH [--swap FROM TO] [--json]`: the modules of an install path.
+"""`torchstack scan INSTALLPATH [--swap FROM TO] [--json] [--record]`: an install path's modules.
 
 Without --swap: a table of every module (module, role, abi tag, the PyTorch module it runs
 on); exit 0. With --swap: the consumers of FROM that TO would break and those it spares, each
 with its reason; exit 0 when none breaks, 1 when any does. --json prints the same as data.
+With --record: the fingerprints read on the fly are written into their installations.
 """
 
 from __future__ import annotations
@@ -26,14 +27,22 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="PyTorch module full names, e.g. PyTorch/2.13.0-whl "
                              "PyTorch/2.14.1-CUDA-13.0-whl")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("--record", action="store_true",
+                        help="write the fingerprints read on the fly into their installations "
+                             "(for modules that predate torchstack and the SitePackage hook)")
 
 
 def execute(args: argparse.Namespace) -> int:
     import json  # here, not above: building the parser stays cheap for every subcommand
 
-    from torchstack.scan import plan_swap, scan_installpath
+    from torchstack.scan import plan_swap, record_scanned, scan_installpath
 
     found = scan_installpath(args.installpath)
+    if args.record:
+        for module in record_scanned(found):
+            tag = module.fingerprint.abi_tag if module.fingerprint else "-"
+            print(f"recorded {module.name}: {tag} in {module.software}")
+        return 0
     if args.swap is None:
         print(json.dumps(found.to_json(), indent=2) if args.json else table(found))
         return 0
