@@ -1,24 +1,49 @@
 """The hooks file on modules built by EasyBuild's own PythonBundle: fingerprints and guards.
 
 `eb --hooks "$(torchstack hooks-path)"` must give upstream-style `-whl` installations what the
-torchstack easyblocks give theirs, and leave installations without torch untouched.
+torchstack easyblocks give theirs, and leave installations without torch untouched. All the
+modules here are plain PythonBundle easyconfigs built with the hooks file: providers torch
+2.13.0+cpu (twice, same abi tag) and torch 2.14.1 with its CUDA 13 wheels; consumers a C++
+extension built against 2.13.0 (cxx), torchvision 0.29.1 (stable, CUDA 13) and a pure-Python
+package requiring torch>=2.13 (python). The swap matrix is the one test_swap_guards.py runs on
+PyTorchWheels modules (swapmatrix.py): every verdict agrees with reality.
 """
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 
 import pytest
 from conftest import consumer_module, stage_wheels
+from cudastack import IN_PYTHON_MODULE
 from ebenv import EasyBuildEnv, wheel_easyconfig
+from swapmatrix import (
+    CALLS,
+    Cell,
+    assert_load,
+    assert_runs_on_own,
+    assert_swap,
+    recorded_tag,
+    software,
+)
 from wheelbuild import build_wheel
 
 from torchstack.paths import hooks_path
-from torchstack.record import FINGERPRINT_FILE
+from torchstack.record import FINGERPRINT_FILE, read_fingerprint
 
-PB_TORCH = ("PyTorch", "2.13.0", "-pb")
-CUDA = "PyTorch/2.14.1-CUDA-13.0-whl"
+PB_CPU, PB_COPY = "PyTorch/2.13.0-pb", "PyTorch/2.13.0-copy-pb"
+PB_CUDA = "PyTorch/2.14.1-CUDA-13.0-pb"
+CELLS = [
+    Cell("ext", PB_CPU, PB_CUDA, False),     # cxx: another release and CUDA flavour
+    Cell("ext", PB_CPU, PB_COPY, True),      # cxx: another install with the same abi tag
+    Cell("toy", PB_CPU, PB_CUDA, True),      # python: torch>=2.13 holds for 2.14.1
+    Cell("vision", PB_CUDA, PB_CPU, False),  # stable: 2.13.0 is older than 2.14 and has no CUDA
+]
+IDS = ["cxx-other-release", "cxx-same-tag", "python-newer", "stable-older-cpu"]
+# The nvidia-* and cuda-* wheels install namespace packages, with no module of their own name
+# for PythonBundle's import check; torch is imported instead.
+CUDA_BUNDLE_EXTRA = ("exts_default_options = {'modulename': False}\n"
+                     "sanity_check_commands = [\"python -c 'import torch'\"]\n")
 
 
 def _bundle(eb_env: EasyBuildEnv, wheel: Path, name: str, version: str,
@@ -28,25 +53,63 @@ def _bundle(eb_env: EasyBuildEnv, wheel: Path, name: str, version: str,
                            easyblock="PythonBundle", options=(f"--hooks={hooks_path()}",))
 
 
+def _torch_bundle(eb_env: EasyBuildEnv, wheels: list[Path], version: str, suffix: str,
+                  extra: str = "") -> str:
+    """PyTorch as an upstream-style PythonBundle module of wheels, built with the hooks file."""
+    easyconfig = wheel_easyconfig(eb_env.root / f"PyTorch-{version}{suffix}.eb", "PyTorch",
+                                  version, stage_wheels(eb_env, "PyTorch", wheels),
+                                  versionsuffix=suffix, easyblock="PythonBundle", extra=extra)
+    result = eb_env.eb(easyconfig, f"--hooks={hooks_path()}")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    return f"PyTorch/{version}{suffix}"
+
+
+def _dependency(module: str) -> tuple[str, str, str]:
+    name, _, full = module.partition("/")
+    version, _, suffix = full.partition("-")
+    return name, version, "-" + suffix
+
+
 @pytest.fixture(scope="session")
 def pb_torch(eb_env: EasyBuildEnv, real_wheel: object) -> str:
-    wheel = real_wheel("torch-2.13.0")  # type: ignore[operator]
-    exts = [(n, "2.13.0+cpu", w, s) for n, _, w, s in stage_wheels(eb_env, "PyTorch", [wheel])]
-    easyconfig = wheel_easyconfig(eb_env.root / "PyTorch-2.13.0-pb.eb", "PyTorch", "2.13.0",
-                                  exts, versionsuffix="-pb", easyblock="PythonBundle")
-    result = eb_env.eb(easyconfig, f"--hooks={hooks_path()}")
-    assert result.returncode == 0, result.stdout[-3000:]
-    return "PyTorch/2.13.0-pb"
+    return _torch_bundle(eb_env, [real_wheel("torch-2.13.0")],  # type: ignore[operator]
+                         "2.13.0", "-pb")
+
+
+@pytest.fixture(scope="session")
+def pb_copy(eb_env: EasyBuildEnv, real_wheel: object) -> str:
+    """A second install of the torch 2.13.0+cpu wheel: same abi tag, another module."""
+    return _torch_bundle(eb_env, [real_wheel("torch-2.13.0")],  # type: ignore[operator]
+                         "2.13.0", "-copy-pb")
+
+
+@pytest.fixture(scope="session")
+def pb_cuda(eb_env: EasyBuildEnv, cuda_stack: dict[str, Path]) -> str:
+    """torch 2.14.1 and every nvidia wheel it pins, one PythonBundle (about 5 GB)."""
+    wheels = [w for name, w in sorted(cuda_stack.items()) if name not in IN_PYTHON_MODULE]
+    return _torch_bundle(eb_env, wheels, "2.14.1", "-CUDA-13.0-pb", CUDA_BUNDLE_EXTRA)
 
 
 @pytest.fixture(scope="session")
 def pb_ext(eb_env: EasyBuildEnv, pb_torch: str, demo_ext_wheel: Path) -> str:
-    return _bundle(eb_env, demo_ext_wheel, "torchstack_demo_ext", "0.1", [PB_TORCH])
+    return _bundle(eb_env, demo_ext_wheel, "torchstack_demo_ext", "0.1", [_dependency(pb_torch)])
 
 
 @pytest.fixture(scope="session")
 def pb_toy(eb_env: EasyBuildEnv, pb_torch: str, toy_wheel: Path) -> str:
-    return _bundle(eb_env, toy_wheel, "torchtoy", "1.0", [PB_TORCH])
+    return _bundle(eb_env, toy_wheel, "torchtoy", "1.0", [_dependency(pb_torch)])
+
+
+@pytest.fixture(scope="session")
+def pb_vision(eb_env: EasyBuildEnv, pb_cuda: str, real_wheel: object) -> str:
+    wheel = real_wheel("torchvision-0.29.1")  # type: ignore[operator]
+    return _bundle(eb_env, wheel, "torchvision", "0.29.1", [_dependency(pb_cuda)])
+
+
+@pytest.fixture(scope="session")
+def pb_stack(pb_ext: str, pb_toy: str, pb_vision: str, pb_copy: str) -> dict[str, str]:
+    """Every module of the matrix, built; the consumer modules by the keys of CALLS."""
+    return {"ext": pb_ext, "toy": pb_toy, "vision": pb_vision}
 
 
 def _module_text(eb_env: EasyBuildEnv, module: str) -> str:
@@ -54,39 +117,48 @@ def _module_text(eb_env: EasyBuildEnv, module: str) -> str:
 
 
 class TestRecording:
-    def test_provider_recorded_and_guarded(self, eb_env: EasyBuildEnv, pb_torch: str) -> None:
-        software = eb_env.installpath / "software" / "PyTorch" / "2.13.0-pb"
-        assert (software / FINGERPRINT_FILE).is_file()
-        assert "TORCHSTACK_TORCH_ABI" in _module_text(eb_env, pb_torch)
+    @pytest.mark.parametrize(("which", "tag"), [
+        (PB_CPU, "torch-2.13.0-cxx11-cpu"),
+        (PB_COPY, "torch-2.13.0-cxx11-cpu"),  # the same tag: swaps between them are safe
+        (PB_CUDA, "torch-2.14.1-cxx11-cu13"),
+    ], ids=["cpu", "copy", "cuda"])
+    def test_provider_recorded_and_guarded(self, eb_env: EasyBuildEnv, pb_stack: dict[str, str],
+                                           which: str, tag: str) -> None:
+        assert recorded_tag(eb_env, which) == tag
+        text = _module_text(eb_env, which)
+        assert "TORCHSTACK_TORCH_ABI" in text and f'"{tag}"' in text
 
+    @pytest.mark.parametrize(("consumer", "link"),
+                             [("ext", "cxx"), ("toy", "python"), ("vision", "stable")])
     def test_consumer_guard_before_its_dependency(self, eb_env: EasyBuildEnv,
-                                                  pb_ext: str) -> None:
-        text = _module_text(eb_env, pb_ext)
-        assert text.index("TORCHSTACK_CONSUMERS") < text.index('depends_on("PyTorch/2.13.0-pb")')
+                                                  pb_stack: dict[str, str], consumer: str,
+                                                  link: str) -> None:
+        module = pb_stack[consumer]
+        found = read_fingerprint(software(eb_env, module))
+        assert found is not None and found.link == link
+        home = PB_CUDA if consumer == "vision" else PB_CPU
+        text = _module_text(eb_env, module)
+        assert text.index("TORCHSTACK_CONSUMERS") < text.index(f'depends_on("{home}")')
 
     def test_module_without_torch_untouched(self, eb_env: EasyBuildEnv, tmp_path: Path) -> None:
         wheel = build_wheel(tmp_path, "plainpkg", "1.0", {"plainpkg/__init__.py": b""})
         module = _bundle(eb_env, wheel, "plainpkg", "1.0", [])
         assert "TORCHSTACK" not in _module_text(eb_env, module)
-        software = eb_env.installpath / "software" / "plainpkg" / "1.0-pb"
-        assert not (software / FINGERPRINT_FILE).exists()
+        assert not (software(eb_env, module) / FINGERPRINT_FILE).exists()
 
 
-class TestSwap:
-    @pytest.mark.parametrize(
-        ("consumer", "call", "compatible"),
-        [
-            ("ext", "import torch, torchstack_demo_ext as e; e.add_one(torch.zeros(1))", False),
-            ("toy", "import torchtoy; torchtoy.double(1)", True),
-        ],
-        ids=["cxx-refused", "python-allowed"],
-    )
-    def test_swap_to_cuda(self, eb_env: EasyBuildEnv, pb_ext: str, pb_toy: str,
-                          cuda_wheels_module: str, consumer: str, call: str,
-                          compatible: bool) -> None:
-        module = {"ext": pb_ext, "toy": pb_toy}[consumer]
-        swap = eb_env.shell(f"module load {module}\nmodule swap PyTorch/2.13.0-pb {CUDA}\n"
-                            f"python -c {shlex.quote(call)}")
-        assert (swap.returncode == 0) is compatible, swap.stderr
-        if not compatible:
-            assert module in swap.stderr
+class TestMatrix:
+    @pytest.mark.parametrize("consumer", sorted(CALLS))
+    def test_own_provider(self, eb_env: EasyBuildEnv, pb_stack: dict[str, str],
+                          consumer: str) -> None:
+        assert_runs_on_own(eb_env, pb_stack[consumer], consumer)
+
+    @pytest.mark.parametrize("cell", CELLS, ids=IDS)
+    def test_swap_under_consumer(self, eb_env: EasyBuildEnv, pb_stack: dict[str, str],
+                                 cell: Cell) -> None:
+        assert_swap(eb_env, pb_stack[cell.consumer], cell)
+
+    @pytest.mark.parametrize("cell", CELLS, ids=IDS)
+    def test_consumer_on_other_provider(self, eb_env: EasyBuildEnv, pb_stack: dict[str, str],
+                                        cell: Cell) -> None:
+        assert_load(eb_env, pb_stack[cell.consumer], cell)

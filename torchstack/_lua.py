@@ -177,8 +177,8 @@ SITEPACKAGE_BODY = """\
    local function loaded_torch()
       local torches, consumers = {}, {}
       for entry in (os.getenv("TORCHSTACK_CONSUMERS") or ""):gmatch("[^;]+") do
-         local who, kind, payload = entry:match("^([^|]*)|([^|]*)|([^|]*)")
-         if who then consumers[who] = {kind = kind, payload = payload} end
+         local who, kind, payload, home = entry:match("^([^|]*)|([^|]*)|([^|]*)|?(.*)$")
+         if who then consumers[who] = {kind = kind, payload = payload, home = home} end
       end
       local tag = os.getenv("TORCHSTACK_TORCH_ABI")
       if tag then torches[os.getenv("TORCHSTACK_TORCH_MODULE") or "PyTorch"] = tag end
@@ -200,16 +200,19 @@ SITEPACKAGE_BODY = """\
       for torch, tag in pairs(torches) do
          for who, need in pairs(consumers) do
             if not fits(tag, need.kind, need.payload) then
+               -- a registration names the torch module to load instead; a fingerprint does not
+               local instead = (need.home and need.home ~= "")
+                  and "load " .. need.home .. " or unload " .. who
+                  or "unload " .. who .. " or load the torch module it was built with"
                refused[#refused + 1] = "  " .. who .. " needs " .. describe(need.payload)
-                  .. ", not " .. torch .. " (" .. tag .. ")"
+                  .. ", not " .. torch .. " (" .. tag .. "): " .. instead
             end
          end
       end
       if #refused > 0 then
          table.sort(refused)
          LmodError("torchstack: this command would leave loaded modules on a torch they "
-            .. "cannot use:\\n" .. table.concat(refused, "\\n") .. "\\nLoad the torch "
-            .. "module each was built with, or unload it.")
+            .. "cannot use:\\n" .. table.concat(refused, "\\n"))
       end
    end)
 end
