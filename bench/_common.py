@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import subprocess
 import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 
@@ -38,3 +45,31 @@ class RunStats:
     @property
     def peak_mb(self) -> float:
         return max(r.max_rss_kb for r in self.runs) / 1024.0
+
+
+@dataclass(frozen=True)
+class Run:
+    """One finished run of a whole command."""
+
+    seconds: float
+    max_rss_kb: int
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def timed_run(argv: Sequence[str], env: Mapping[str, str] | None = None,
+              cwd: Path | None = None) -> Run:
+    """Run to the end; wall time around spawn and reap, the child's own peak RSS (wait4)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                env=None if env is None else dict(env), cwd=cwd)
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
+        out.seek(0)
+        err.seek(0)
+        return Run(seconds, int(usage.ru_maxrss),  # kilobytes on Linux
+                   proc.returncode, out.read().decode("utf-8", "replace"),
+                   err.read().decode("utf-8", "replace"))

@@ -26,15 +26,13 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RunStats, log, positive
+from _common import Run, RunStats, log, positive, timed_run
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_ROUNDS = 7
@@ -55,15 +53,6 @@ class Command:
     key: str
     label: str
     argv: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Run:
-    seconds: float
-    max_rss_kb: int
-    returncode: int
-    stdout: str
-    stderr: str
 
 
 @dataclass
@@ -110,20 +99,10 @@ def commands(python: Path) -> list[Command]:
 
 
 def run_once(command: Command) -> Run:
-    """Run to the end from the repository; wall time around spawn and reap, the child's RSS."""
+    """Run to the end from the repository, bytecode caches kept (steady state)."""
     env = dict(os.environ)
-    env.pop("PYTHONDONTWRITEBYTECODE", None)  # steady state: bytecode caches stay
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        start = time.perf_counter()
-        proc = subprocess.Popen(command.argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                env=env, cwd=REPO)
-        _, status, usage = os.wait4(proc.pid, 0)
-        seconds = time.perf_counter() - start
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        return Run(seconds, int(usage.ru_maxrss), proc.returncode,
-                   out.read().decode("utf-8", "replace"), err.read().decode("utf-8", "replace"))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return timed_run(command.argv, env, cwd=REPO)
 
 
 def checked(command: Command, run: Run, expected_torch: str) -> Run:

@@ -27,15 +27,13 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-import tempfile
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RunStats, log, positive
+from _common import Run, RunStats, log, positive, timed_run
 
 REPO = Path(__file__).resolve().parents[1]
 TORCH_VERSION = "2.13.0"
@@ -80,17 +78,6 @@ class Command:
     label: str
     argv: tuple[str, ...]
     env: dict[str, str] = field(repr=False)
-
-
-@dataclass(frozen=True)
-class Run:
-    """One finished run of a command."""
-
-    seconds: float
-    max_rss_kb: int
-    returncode: int
-    stdout: str
-    stderr: str
 
 
 @dataclass
@@ -237,24 +224,7 @@ def commands(tree: Tree) -> list[Command]:
 
 
 def run_once(command: Command) -> Run:
-    """Run to the end; wall time around spawn and reap, the child's own peak RSS."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        start = time.perf_counter()
-        proc = subprocess.Popen(
-            command.argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=command.env
-        )
-        _, status, usage = os.wait4(proc.pid, 0)
-        seconds = time.perf_counter() - start
-        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
-        out.seek(0)
-        err.seek(0)
-        return Run(
-            seconds=seconds,
-            max_rss_kb=int(usage.ru_maxrss),  # kilobytes on Linux
-            returncode=proc.returncode,
-            stdout=out.read().decode("utf-8", "replace"),
-            stderr=err.read().decode("utf-8", "replace"),
-        )
+    return timed_run(command.argv, command.env)
 
 
 def checked(command: Command, run: Run) -> Run:
