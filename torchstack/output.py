@@ -41,7 +41,7 @@ def write_set(folder: Path, files: Mapping[str, str], force: bool = False) -> li
     staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=folder.parent))
     try:
         if folder.is_dir():
-            _copy_existing(folder, staging)
+            _copy_existing(folder, staging, skip=set(files))
         for name, text in files.items():
             (staging / name).write_text(text)
         _swap(staging, folder)
@@ -50,9 +50,13 @@ def write_set(folder: Path, files: Mapping[str, str], force: bool = False) -> li
     return replaced
 
 
-def _copy_existing(folder: Path, staging: Path) -> None:
-    """The target folder's content into the staging folder, as hard links where possible."""
+def _copy_existing(folder: Path, staging: Path, skip: set[str]) -> None:
+    """The target folder's content into the staging folder, as hard links where possible;
+    never the files about to be replaced: writing through a hard link would change the live
+    folder's file in place."""
     for entry in folder.iterdir():
+        if entry.name in skip:
+            continue
         target = staging / entry.name
         if entry.is_dir() and not entry.is_symlink():
             shutil.copytree(entry, target, symlinks=True, copy_function=_link_or_copy)
