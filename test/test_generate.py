@@ -408,3 +408,14 @@ def test_source_easyconfig_extended_dry_run(tmp_path: Path, eb_env: EasyBuildEnv
     assert _ignored_errors(ours.stdout) == _ignored_errors(upstream.stdout)
     # eb 5.4 -x ends with "Failed to remove log file(s)" for upstream's easyconfig too
     assert ours.returncode == upstream.returncode
+
+
+def test_unmet_requirement_writes_nothing(tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """foss/2023a's modules have no sympy>=1.13.3 and the catalog recorded no sympy wheel:
+    such a PyTorch module would fail `pip check` at install, so it is not written at all."""
+    code, out = _generate(tmp_path, "2.9.1", "--offline", "--toolchain", "foss/2023a")
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("torchstack: error: nothing generated: ")
+    assert "sympy>=1.13.3 (wanted by the set): no module of the toolchain provides it" in err
+    assert not out.exists()

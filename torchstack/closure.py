@@ -41,11 +41,13 @@ class Provider:
 
 @dataclass(frozen=True)
 class Closure:
-    """Modules used (in the order given), extension wheels (dependencies first), notes."""
+    """Modules used (in the order given), extension wheels (dependencies first), notes, and
+    the requirements that neither a module nor an index can meet."""
 
     modules: tuple[str, ...]
     extensions: tuple[Resolved, ...]
     notes: tuple[str, ...]
+    unmet: tuple[str, ...] = ()
 
 
 @dataclass
@@ -54,6 +56,7 @@ class _Walk:
     chosen: dict[str, Resolved] = field(default_factory=dict)
     order: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    unmet: list[str] = field(default_factory=list)
 
 
 def close(
@@ -85,7 +88,7 @@ def close(
     modules = sorted(walk.modules, key=lambda m: order[m])
     # dependencies before their dependants: reverse discovery order keeps that for trees
     extensions = tuple(walk.chosen[n] for n in reversed(walk.order))
-    return Closure(tuple(modules), extensions, tuple(walk.notes))
+    return Closure(tuple(modules), extensions, tuple(walk.notes), tuple(walk.unmet))
 
 
 def _extension(requirement: Requirement, wanted_by: str, walk: _Walk,
@@ -111,7 +114,7 @@ def _extension(requirement: Requirement, wanted_by: str, walk: _Walk,
                 log.debug("%s -> extension %s %s from %s", requirement, name, version,
                           index.location)
                 return resolved
-    walk.notes.append(f"{requirement} (wanted by {wanted_by or 'the set'}): no module of the "
+    walk.unmet.append(f"{requirement} (wanted by {wanted_by or 'the set'}): no module of the "
                       f"toolchain provides it and no index has wheels for "
                       f"{', '.join(t.arch for t in targets)}")
     return None

@@ -208,6 +208,8 @@ class _WheelSet:
         module, homepage, description = _ABOUT[_family(resolved.project)]
         found = closure.close(self._requirements(resolved), self.targets, self.providers,
                               self.resolver, self.indexes, self._excluded())
+        if found.unmet:  # the module would fail `pip check` at install: not written at all
+            raise GenerateError("; ".join(found.unmet))
         self.out.notes.extend(found.notes)
         modules = [p for p in self.providers if p.module in found.modules
                    or p.module == "Python" or (provider and p.module in ALWAYS)]
