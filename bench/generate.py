@@ -56,13 +56,13 @@ def build_index(folder: Path) -> tuple[list[Path], dict[str, int]]:
     wheels, sizes = [], {}
     for recorded in catalog.load(RELEASE):
         for project in ("torch", "torchvision", "torchaudio", "triton",
-                        *(p for p in recorded._projects if p.startswith("nvidia-"))):
+                        *(p for p in recorded.projects if p.startswith("nvidia-"))):
             for file in recorded.files(project):
                 if not any(f"-{tag}-" in file.filename for tag in PYTHON_TAGS) \
                         or file.size is None or file.filename in sizes:
                     continue
-                requires = recorded._metadata.get(file.url)
-                metadata = _metadata(file.filename, requires or [])
+                requires = recorded.recorded_requires(file)
+                metadata = _metadata(file.filename, requires)
                 members = TORCH_MEMBERS if project == "torch" else 0
                 wheels.append(build_sparse_wheel(folder, file.filename, file.size, metadata,
                                                  members))

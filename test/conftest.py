@@ -94,9 +94,9 @@ def real_tree(real_wheel: object) -> object:
 # -- real EasyBuild and Lmod ----------------------------------------------------------------
 
 from cudastack import IN_PYTHON_MODULE, download_stack, wheel_version  # noqa: E402
-from ebenv import EasyBuildEnv, make_python_root, sha256, wheel_easyconfig  # noqa: E402
+from ebenv import EasyBuildEnv, make_python_root, wheel_easyconfig  # noqa: E402
 from extension_src import build_extension_wheel  # noqa: E402
-from wheelbuild import build_wheel  # noqa: E402
+from wheelbuild import build_wheel, sha256  # noqa: E402
 
 PYTORCH_CPU = ("PyTorch", "2.13.0", "-whl")
 PYTORCH_CUDA = ("PyTorch", "2.14.1", "-CUDA-13.0-whl")

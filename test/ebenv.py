@@ -24,14 +24,6 @@ PYTHON_PACKAGES = ("typing-extensions", "sympy", "filelock", "jinja2", "fsspec",
 PYTHON_VERSION = ".".join(str(v) for v in sys.version_info[:3])
 
 
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def make_python_root(cache: Path) -> Path:
     """A venv of this Python with torch's runtime requirements; cached, it changes rarely."""
     key = hashlib.sha256(repr((sys.executable, PYTHON_PACKAGES)).encode()).hexdigest()[:12]

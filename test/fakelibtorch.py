@@ -28,6 +28,7 @@ import textwrap
 from collections.abc import Mapping
 from pathlib import Path
 
+from cudastack import write_module
 from ebenv import PYTHON_VERSION
 from synthetic import C10_HEADER, LIBC10, LIBTORCH_CPU
 
@@ -249,13 +250,7 @@ def write_blas_module(site_modules: Path) -> tuple[str, str]:
     name, version = BLAS
     root = site_modules.parent / "flexiblas-root"
     (root / "lib").mkdir(parents=True, exist_ok=True)
-    folder = site_modules / name
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{version}.lua").write_text(textwrap.dedent(f"""\
-        help([[{name} {version}, stand-in module for torchstack tests]])
-        setenv("EBROOTFLEXIBLAS", "{root}")
-        setenv("EBVERSIONFLEXIBLAS", "{version}")
-        """))
+    write_module(site_modules, name, version, root)
     return BLAS
 
 

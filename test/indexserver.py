@@ -66,6 +66,7 @@ from typing import Any, BinaryIO
 from urllib.parse import quote, unquote, urlsplit
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
+from wheelbuild import sha256 as file_sha256
 
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 HTML_TYPE = "text/html"
@@ -176,7 +177,7 @@ class IndexServer:
                   sha256: str = "right") -> ServedFile:
         """Serve a wheel file (read from disk when asked, never held in memory)."""
         project = str(parse_wheel_filename(path.name.replace("%2B", "+"))[0])
-        return self._add(ServedFile(project, path.name, path, None, _sha256_of_path(path),
+        return self._add(ServedFile(project, path.name, path, None, file_sha256(path),
                                     path.stat().st_size, _wheel_metadata(path), yanked,
                                     requires_python, metadata, sha256))
 
@@ -355,14 +356,6 @@ def _quality(accept: str, media: tuple[str, ...]) -> float:
         if kind in media or kind == "*/*" or kind == media[-1].split("/")[0] + "/*":
             best = max(best, q)
     return best
-
-
-def _sha256_of_path(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _wheel_metadata(source: Path | bytes) -> bytes | None:

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from ebenv import EasyBuildEnv, sha256, wheel_easyconfig, write_gcccore_toolchain
+from ebenv import EasyBuildEnv, wheel_easyconfig, write_gcccore_toolchain
+from wheelbuild import sha256
 
 from torchstack.jitcheck import SUCCESS
 

@@ -9,8 +9,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from ebenv import EasyBuildEnv, sha256, wheel_easyconfig
-from wheelbuild import build_wheel
+from ebenv import EasyBuildEnv, wheel_easyconfig
+from wheelbuild import build_wheel, sha256
 
 from torchstack.fingerprint import fingerprint_path
 from torchstack.record import FINGERPRINT_FILE

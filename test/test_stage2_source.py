@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from ebenv import EasyBuildEnv, sha256
+from ebenv import EasyBuildEnv
 from fakelibtorch import (
     RELEASE,
     consumer_easyconfig,
@@ -34,6 +34,7 @@ from fakelibtorch import (
     write_blas_module,
 )
 from synthetic import dynamic_symbols
+from wheelbuild import sha256
 
 from torchstack import symbols
 from torchstack.cli import main

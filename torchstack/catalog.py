@@ -16,12 +16,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from packaging.utils import canonicalize_name
 
 from torchstack.errors import TorchstackError
 from torchstack.index import IndexFile
-from torchstack.release import Index
+from torchstack.release import Index, wheel_name_version
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +96,11 @@ class CatalogIndex:
     def location(self) -> str:
         return self._location
 
+    @property
+    def projects(self) -> list[str]:
+        """The projects whose file lists were recorded."""
+        return sorted(self._projects)
+
     def files(self, project: str) -> list[IndexFile]:
         entries = self._projects.get(canonicalize_name(project))
         if entries is None:
@@ -104,11 +110,19 @@ class CatalogIndex:
         except TypeError as exc:
             raise CatalogError(f"{self.source}: malformed file entry of {project!r}") from exc
 
+    def recorded_requires(self, file: IndexFile) -> list[str]:
+        """The Requires-Dist recorded for the version of `file`; [] when none was read."""
+        return self._requires(file) or []
+
+    def _requires(self, file: IndexFile) -> list[str] | None:
+        found = self._metadata.get(file.url)
+        return found if found is not None else self._by_version.get(_version_key(file.filename))
+
     def download_sha256(self, file: IndexFile) -> str:
         raise CatalogError(f"{file.filename!r}: offline, a missing sha256 cannot be downloaded")
 
     def metadata(self, file: IndexFile) -> email.message.Message:
-        lines = self._metadata.get(file.url) or self._by_version.get(_version_key(file.filename))
+        lines = self._requires(file)
         if lines is None:
             raise CatalogError(f"{self.source} has no metadata of {file.filename!r} "
                                f"(recorded {self.recorded}); generate online or refresh")
@@ -119,10 +133,6 @@ class CatalogIndex:
 
 
 def _version_key(filename: str) -> tuple[str, str]:
-    from urllib.parse import unquote
-
-    from torchstack.release import wheel_name_version
-
     name, version = wheel_name_version(unquote(filename))
     return name, str(version)
 

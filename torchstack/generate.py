@@ -183,6 +183,8 @@ class _WheelSet:
         self.cuda_module = self._cuda_module()
         self.suffix = f"-CUDA-{self._cudaver()}-whl" if variant_set.cuda else "-whl"
         self.providers = self._providers()
+        self.cuda_dependencies = self._cuda_dependencies()
+        self.excluded = self._excluded()
         self.out = _Planned()
 
     def plan(self) -> _Planned:
@@ -207,13 +209,13 @@ class _WheelSet:
         provider = provides is not None
         module, homepage, description = _ABOUT[_family(resolved.project)]
         found = closure.close(self._requirements(resolved), self.targets, self.providers,
-                              self.resolver, self.indexes, self._excluded())
+                              self.resolver, self.indexes, self.excluded)
         if found.unmet:  # the module would fail `pip check` at install: not written at all
             raise GenerateError("; ".join(found.unmet))
         self.out.notes.extend(found.notes)
         modules = [p for p in self.providers if p.module in found.modules
                    or p.module == "Python" or (provider and p.module in ALWAYS)]
-        dependencies = [*self._cuda_dependencies(), *(p.dependency for p in modules), *own_deps]
+        dependencies = [*self.cuda_dependencies, *(p.dependency for p in modules), *own_deps]
         exts = tuple(render.extension(self._hashed(r)) for r in (*found.extensions, resolved))
         text = render.EasyconfigText(
             module, Version(resolved.version).public, self.suffix,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterable
 
@@ -40,6 +41,7 @@ def misfit(filename: str, python_version: tuple[int, int], arch: str) -> str | N
             f"{python_version[0]}.{python_version[1]} on {arch}")
 
 
+@functools.cache
 def target_tags(python_version: tuple[int, int], arch: str,
                 glibc: tuple[int, int]) -> frozenset[tags.Tag]:
     """Tags a CPython of `python_version` accepts on any Linux of `arch` with that glibc.
