@@ -31,6 +31,7 @@ from torchstack.index import (
     FileHashError,
     IndexAccessError,
     IndexFile,
+    IndexUnreachableError,
     InsecureURLError,
     ProjectNotFoundError,
     RangeRequestError,
@@ -354,13 +355,25 @@ class TestRetries:
         assert len(client(server).files("demo")) == 2
         assert len(server.hits_of(server.page_path("demo"))) == 3
 
-    def test_connection_refused(self) -> None:
+    def test_connection_refused_fails_fast(self, monkeypatch: pytest.MonkeyPatch) -> None:
         with socket.socket() as probe:  # a port that nothing listens on
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
-        index = SimpleIndex(f"http://127.0.0.1:{port}/simple/", retries=1, backoff=0.0)
-        with pytest.raises(IndexAccessError, match="gave up after 2 attempts"):
+        slept: list[float] = []
+        monkeypatch.setattr("torchstack.index.time.sleep", slept.append)
+        index = SimpleIndex(f"http://127.0.0.1:{port}/simple/", retries=3, backoff=1.0)
+        with pytest.raises(IndexUnreachableError, match="the host refuses connections"):
             index.files("demo")
+        assert slept == []  # a refused port stays refused: no retry, no backoff
+
+    def test_name_that_does_not_resolve_fails_fast(self,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+        slept: list[float] = []
+        monkeypatch.setattr("torchstack.index.time.sleep", slept.append)
+        index = SimpleIndex("https://no-such-host.invalid/simple/", retries=3, backoff=1.0)
+        with pytest.raises(IndexUnreachableError, match="the host name does not resolve"):
+            index.files("demo")
+        assert slept == []
 
     def test_5xx_on_the_metadata_file(self, server: IndexServer) -> None:
         index = client(server)

@@ -75,6 +75,7 @@ class EasyconfigFacts:
     toolchain: tuple[str, str]
     easyblock: str | None  # as declared in the file; None when EasyBuild derives it
     extensions: tuple[tuple[str, str], ...]  # (name, version) of exts_list entries
+    dependencies: tuple[tuple[str, str, str], ...] = ()  # (name, version, versionsuffix)
 
 
 @contextmanager
@@ -137,13 +138,20 @@ def parse(path: str) -> EasyconfigFacts:
 def _parse(path: str, size: int, mtime_ns: int) -> EasyconfigFacts:
     del size, mtime_ns  # only part of the cache key
     ec = _ec.EasyConfig(path, validate=False)
+    with ec.allow_unresolved_templates():  # %(installdir)s resolves only at build time
+        return _facts(path, ec)
+
+
+def _facts(path: str, ec: Any) -> EasyconfigFacts:
     toolchain = ec["toolchain"]
     return EasyconfigFacts(
         path=path, name=str(ec["name"]), version=str(ec["version"]),
         versionsuffix=str(ec["versionsuffix"] or ""),
         toolchain=(str(toolchain["name"]), str(toolchain["version"])),
         easyblock=None if ec["easyblock"] is None else str(ec["easyblock"]),
-        extensions=_extensions(ec["exts_list"]))
+        extensions=_extensions(ec["exts_list"]),
+        dependencies=tuple((str(d["name"]), str(d["version"]), str(d["versionsuffix"] or ""))
+                           for d in ec.dependencies()))
 
 
 def _extensions(exts_list: Sequence[Any]) -> tuple[tuple[str, str], ...]:

@@ -21,7 +21,12 @@ from urllib.parse import unquote
 from packaging.utils import canonicalize_name
 
 from torchstack.errors import TorchstackError
-from torchstack.index import IndexFile
+from torchstack.index import (
+    IndexAccessError,
+    IndexFile,
+    IndexUnreachableError,
+    ProjectNotFoundError,
+)
 from torchstack.release import Index, wheel_name_version
 
 log = logging.getLogger(__name__)
@@ -40,6 +45,7 @@ class _Recorded:
     recorded: str
     projects: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     metadata: dict[str, list[str]] = field(default_factory=dict)  # file URL -> Requires-Dist
+    unreachable: str = ""  # why the index did not answer when recorded, if it did not
 
 
 class RecordingIndex:
@@ -54,7 +60,12 @@ class RecordingIndex:
         return self.index.location
 
     def files(self, project: str) -> list[IndexFile]:
-        files = self.index.files(project)
+        try:
+            files = self.index.files(project)
+        except IndexAccessError as exc:
+            if not isinstance(exc, ProjectNotFoundError):
+                self.record.unreachable = str(exc)
+            raise
         kept = [f for f in files if f.filename.endswith(_ARCH_SUFFIXES) and not f.yanked]
         self.record.projects[canonicalize_name(project)] = [asdict(f) for f in kept]
         return files
@@ -85,6 +96,7 @@ class CatalogIndex:
             self.recorded = str(record["recorded"])
             self._projects: dict[str, list[dict[str, Any]]] = dict(record["projects"])
             self._metadata: dict[str, list[str]] = dict(record["metadata"])
+            self.unreachable = str(record.get("unreachable", ""))
         except (KeyError, TypeError, ValueError) as exc:
             raise CatalogError(f"{source}: malformed index record: {exc}") from exc
         self.source = source
@@ -102,6 +114,8 @@ class CatalogIndex:
         return sorted(self._projects)
 
     def files(self, project: str) -> list[IndexFile]:
+        if self.unreachable:  # replayed as it happened, for the report to say so
+            raise IndexUnreachableError(f"{self.unreachable} (recorded {self.recorded})")
         entries = self._projects.get(canonicalize_name(project))
         if entries is None:
             return []  # the catalog recorded no answer: as an index without the project
@@ -149,7 +163,8 @@ def save(release: str, indexes: Sequence[RecordingIndex], folder: Path) -> Path:
     for index in indexes:
         index.touched_only()
     data = {"schema": SCHEMA, "release": release,
-            "indexes": [asdict(index.record) for index in indexes if index.record.projects]}
+            "indexes": [asdict(index.record) for index in indexes
+                        if index.record.projects or index.record.unreachable]}
     name = f"torch-{release}.json"
     write_set(folder, {name: json.dumps(data, indent=0, sort_keys=True) + "\n"}, force=True)
     return folder / name
@@ -186,4 +201,5 @@ def releases(folder: Path | None = None) -> list[str]:
 
 def describe(indexes: Iterable[CatalogIndex]) -> list[str]:
     """Where each recorded answer came from and when: for the report."""
-    return [f"offline: answers of {i.location} recorded {i.recorded}" for i in indexes]
+    return [f"offline: {i.location} did not answer when recorded {i.recorded}" if i.unreachable
+            else f"offline: answers of {i.location} recorded {i.recorded}" for i in indexes]

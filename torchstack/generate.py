@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -17,7 +18,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from torchstack import closure, cudalibs, render, stage2, toolchains
+from torchstack import closure, cudalibs, cudamodules, namesakes, render, stage2, toolchains
 from torchstack.errors import TorchstackError
 from torchstack.fingerprint import TorchFacts, abi_tag
 from torchstack.release import (
@@ -34,7 +35,7 @@ from torchstack.release import (
 log = logging.getLogger(__name__)
 
 STAGES = ("whl", "source")
-CUDA_LIBS = ("wheels", "modules")
+CUDA_LIBS = cudamodules.MODES
 # Toolchain modules whose Python packages may satisfy requirements, in dependency order.
 PROVIDER_MODULES = ("Python", "Python-bundle-PyPI", "SciPy-bundle", "networkx", "mpmath", "sympy",
                     "Jinja2", "PyYAML", "Pillow")
@@ -67,7 +68,7 @@ class Settings:
     variants: tuple[str, ...] = ()
     architectures: tuple[str, ...] = ARCHITECTURES
     stages: tuple[str, ...] = ("whl",)
-    cuda_libs: str = "wheels"
+    cuda_libs: str = "auto"
     glibc: tuple[int, int] = (2, 28)
     robot_paths: tuple[str, ...] | None = None
     allow_download_hash: bool = False
@@ -81,6 +82,7 @@ class Planned:
     text: str
     architectures: tuple[str, ...]
     abi: str  # "provides torch-2.9.1-cxx11-cu12", "needs torch 2.9.1+cu128 (...)"
+    facts: namesakes.Facts | None = None  # what it builds, to compare with a namesake
 
 
 @dataclass
@@ -90,6 +92,7 @@ class Generated:
     easyconfigs: list[Planned] = field(default_factory=list)
     easystacks: dict[str, str] = field(default_factory=dict)
     report: list[str] = field(default_factory=list)
+    unreachable: dict[str, str] = field(default_factory=dict)  # index -> why it did not answer
 
     def files(self) -> dict[str, str]:
         return {**{p.filename: p.text for p in self.easyconfigs}, **self.easystacks}
@@ -113,9 +116,24 @@ def generate(settings: Settings, indexes: Sequence[Index]) -> Generated:
         for variant_set in sets:
             for stage in settings.stages:
                 _plan_stage(stage, variant_set, toolchain, settings, resolver, indexes, result)
+    result.unreachable = dict(resolver.unreachable)
     if not result.easyconfigs:
-        raise GenerateError("nothing generated: " + "; ".join(result.report))
+        raise GenerateError("nothing generated: " + "; ".join(
+            [*result.report, *unreachable_lines(result.unreachable)]))
+    result.report += namesakes.report(
+        [(p.filename, p.facts) for p in result.easyconfigs if p.facts is not None],
+        settings.robot_paths)
     return result
+
+
+def unreachable_lines(unreachable: dict[str, str]) -> list[str]:
+    """The indexes that did not answer, each with its error, and what to do about it."""
+    if not unreachable:
+        return []
+    return [*(f"index {location} did not answer: {why}" for location, why in unreachable.items()),
+            "incomplete: what only those indexes offer was not checked; name the indexes to "
+            "use with --index (a mirror, or only those that answer), or leave their variants "
+            "out with --variant"]
 
 
 def _check(settings: Settings) -> None:
@@ -156,8 +174,10 @@ def _plan_stage(stage: str, variant_set: VariantSet, toolchain: toolchains.Toolc
 
 
 def build_command(easystack: str) -> str:
-    """How to build an easystack of the set with torchstack's easyblocks and hooks."""
-    return (f'eb --easystack {easystack} --robot '
+    """How to build an easystack of the set with torchstack's easyblocks and hooks, run in
+    the set's folder: that folder first on the robot path, so that the generated files win
+    over upstream namesakes and subtoolchain variants."""
+    return (f'eb --easystack {shlex.quote(easystack)} --robot="$PWD" '
             f'--include-easyblocks="$(torchstack easyblocks-path)/*.py" '
             f'--hooks="$(torchstack hooks-path)"')
 
@@ -180,52 +200,68 @@ class _WheelSet:
         self.indexes = indexes
         self.targets = [Target(variant_set.python, arch, settings.glibc)
                         for arch in variant_set.architectures]
-        self.cuda_module = self._cuda_module()
-        self.suffix = f"-CUDA-{self._cudaver()}-whl" if variant_set.cuda else "-whl"
-        self.providers = self._providers()
-        self.cuda_dependencies = self._cuda_dependencies()
-        self.excluded = self._excluded()
         self.out = _Planned()
+        self.cuda = self._cuda_choice()
+        self.suffix = f"-CUDA-{self.cuda.cuda.version}-whl" if self.cuda else "-whl"
+        self._providers: dict[tuple[str, str], list[closure.Provider]] = {}
+        self.excluded = self._excluded()
 
     def plan(self) -> _Planned:
         triton = next((c for c in self.set.companions if c.project in TRITON_PROJECTS), None)
         torch_deps: list[str] = []
         if triton is not None:
-            triton_ec = self._easyconfig(triton, [], f"needs CUDA {self.set.cuda} at run time")
+            triton_ec = self._easyconfig(triton, self._cuda_deps(False),
+                                         f"needs CUDA {self.set.cuda} at run time ({triton.why})",
+                                         toolchain=self._placement("Triton"))
             torch_deps.append(render.dependency("Triton", triton_ec.version, self.suffix))
         provides = self._provides()
-        torch_ec = self._easyconfig(self.set.torch, torch_deps, f"provides {provides}", provides)
+        torch_ec = self._easyconfig(self.set.torch, [*self._cuda_deps(True), *torch_deps],
+                                    f"provides {provides}", provides)
         on_torch = render.dependency("PyTorch", torch_ec.version, self.suffix)
         for companion in self.set.companions:
             if companion is not triton:
-                self._easyconfig(companion, [on_torch],
-                                 f"needs torch {self.set.torch.version} (link class and "
-                                 f"abi_tag recorded at install)")
+                self._easyconfig(companion, [*self._cuda_deps(False), on_torch],
+                                 f"needs torch {self.set.torch.version}: {companion.why} "
+                                 f"(link class and abi_tag recorded at install)")
         return self.out
 
     def _easyconfig(self, resolved: Resolved, own_deps: list[str], abi: str,
-                    provides: str | None = None) -> render.EasyconfigText:
+                    provides: str | None = None,
+                    toolchain: toolchains.Toolchain | None = None) -> render.EasyconfigText:
         """Render one easyconfig; `provides` is the abi_tag of a torch provider."""
         provider = provides is not None
+        toolchain = toolchain or self.toolchain
         module, homepage, description = _ABOUT[_family(resolved.project)]
-        found = closure.close(self._requirements(resolved), self.targets, self.providers,
+        providers = self._providers_of(toolchain)
+        found = closure.close(self._requirements(resolved), self.targets, providers,
                               self.resolver, self.indexes, self.excluded)
         if found.unmet:  # the module would fail `pip check` at install: not written at all
             raise GenerateError("; ".join(found.unmet))
         self.out.notes.extend(found.notes)
-        modules = [p for p in self.providers if p.module in found.modules
+        modules = [p for p in providers if p.module in found.modules
                    or p.module == "Python" or (provider and p.module in ALWAYS)]
-        dependencies = [*self.cuda_dependencies, *(p.dependency for p in modules), *own_deps]
+        cuda_first = [d for d in own_deps if d.startswith("('CUDA',")]
+        dependencies = [*cuda_first, *(p.dependency for p in modules),
+                        *(d for d in own_deps if d not in cuda_first)]
         exts = tuple(render.extension(self._hashed(r)) for r in (*found.extensions, resolved))
         text = render.EasyconfigText(
             module, Version(resolved.version).public, self.suffix,
-            (self.toolchain.name, self.toolchain.version), homepage, description,
+            (toolchain.name, toolchain.version), homepage, description,
             tuple(dependencies), exts,
-            cuda_libs=self.settings.cuda_libs if self.set.cuda and provider else None,
+            cuda_libs=self.cuda.cuda_libs if self.cuda and provider else None,
             abi_tag=provides)
+        facts = namesakes.Facts("PyTorchWheels", tuple(dependencies),
+                                tuple((e.name, e.version) for e in exts))
         self.out.easyconfigs.append(Planned(text.filename, render.easyconfig(text),
-                                            tuple(sorted(resolved.wheels)), abi))
+                                            tuple(sorted(resolved.wheels)), abi, facts))
         return text
+
+    def _placement(self, module: str) -> toolchains.Toolchain:
+        """The toolchain upstream builds `module` with (Triton on gfbf for foss)."""
+        name, version = self.toolchain.placement(module)
+        if (name, version) == (self.toolchain.name, self.toolchain.version):
+            return self.toolchain
+        return toolchains.load_toolchain(f"{name}/{version}", self.toolchain.robot_paths)
 
     def _hashed(self, resolved: Resolved) -> Resolved:
         """`resolved` with every sha256 known: from the index, or downloaded when allowed."""
@@ -253,7 +289,7 @@ class _WheelSet:
 
     def _excluded(self) -> list[str]:
         excluded = ["torch", *TRITON_PROJECTS]
-        if self.settings.cuda_libs == "modules":
+        if self.cuda is not None and self.cuda.cuda_libs == "modules":
             excluded += [p.project for p in self._pins()] + [cudalibs.TOOLKIT]
         return excluded
 
@@ -265,48 +301,41 @@ class _WheelSet:
                 pins.setdefault(pin.project, pin)
         return list(pins.values())
 
-    def _cuda_module(self) -> toolchains.Dependency | None:
+    def _cuda_choice(self) -> cudamodules.CudaChoice | None:
+        """The CUDA module and where the libraries come from; the verdicts go to the report."""
         if self.set.cuda is None:
             return None
-        return self.toolchain.find("CUDA", version_prefix=f"{self.set.cuda}.")
+        cuda = cudamodules.cuda_module(self.toolchain, self.set.cuda)
+        choice = cudamodules.choose(self.toolchain, self._pins(), cuda, self.settings.cuda_libs)
+        how = "asked for" if self.settings.cuda_libs == choice.cuda_libs else "auto"
+        self.out.notes.append(f"cuda_libs='{choice.cuda_libs}' ({how}), CUDA {cuda.version}")
+        if self.settings.cuda_libs == "auto":
+            self.out.notes.extend(f"  {reason}" for reason in choice.reasons)
+        return choice
 
-    def _cudaver(self) -> str:
-        return self.cuda_module.version if self.cuda_module is not None else str(self.set.cuda)
-
-    def _cuda_dependencies(self) -> list[str]:
-        """With cuda_libs = 'modules': CUDA and the library modules that stand in for the pins."""
-        if self.settings.cuda_libs != "modules" or self.set.cuda is None:
+    def _cuda_deps(self, provider: bool) -> list[str]:
+        """CUDA for every -CUDA-x module; the library modules for the provider, with 'modules'."""
+        if self.cuda is None:
             return []
-        if self.cuda_module is None:
-            raise GenerateError(f"cuda_libs='modules' needs a CUDA {self.set.cuda}.x module "
-                                f"for {self.toolchain.name}/{self.toolchain.version}")
-        cuda = self.cuda_module.version
-        deps = [render.dependency("CUDA", cuda, system=True)]
-        missing = []
-        libraries = {lib.module for pin in self._pins() for lib in pin.libraries} - {"CUDA"}
-        for name in sorted(libraries):
-            found = self.toolchain.find(name, versionsuffix=f"-CUDA-{cuda}")
-            if found is None:
-                missing.append(name)
-            else:
-                deps.append(render.dependency(name, found.version, "-CUDA-%(cudaver)s",
-                                              system=_is_system(found)))
-        if missing:
-            raise GenerateError(f"cuda_libs='modules' needs {', '.join(missing)} built with CUDA "
-                                f"{cuda} for {self.toolchain.name}/{self.toolchain.version}; "
-                                f"the robot path has none")
+        cuda = self.cuda.cuda
+        deps = [render.dependency("CUDA", cuda.version, system=_is_system(cuda))]
+        if provider:
+            deps += [render.dependency(d.name, d.version, "-CUDA-%(cudaver)s",
+                                       system=_is_system(d)) for d in self.cuda.libraries]
         return deps
 
-    def _providers(self) -> list[closure.Provider]:
-        providers = []
-        for name in PROVIDER_MODULES:
-            found = self.toolchain.find(name)
-            if found is not None:
-                providers.append(closure.Provider(
-                    name, toolchains.provided_packages(found),
-                    render.dependency(found.name, found.version, found.versionsuffix,
-                                      system=_is_system(found))))
-        return providers
+    def _providers_of(self, toolchain: toolchains.Toolchain) -> list[closure.Provider]:
+        key = (toolchain.name, toolchain.version)
+        if key not in self._providers:
+            self._providers[key] = []
+            for name in PROVIDER_MODULES:
+                found = toolchain.find(name)
+                if found is not None:
+                    self._providers[key].append(closure.Provider(
+                        name, toolchains.provided_packages(found),
+                        render.dependency(found.name, found.version, found.versionsuffix,
+                                          system=_is_system(found))))
+        return self._providers[key]
 
     def _provides(self) -> str:
         release = Version(self.set.torch.version)

@@ -36,9 +36,9 @@ from torchstack import __version__, _zipdir
 from torchstack._indexpages import JSON_TYPE, IndexFile, PageError, flat_files, parse_page
 from torchstack.errors import TorchstackError
 
-__all__ = ["ACCEPT", "FileHashError", "IndexAccessError", "IndexFile", "InsecureURLError",
-           "ProjectNotFoundError", "RangeRequestError", "SimpleIndex", "WheelMetadataError",
-           "check_url", "is_loopback"]
+__all__ = ["ACCEPT", "FileHashError", "IndexAccessError", "IndexFile", "IndexUnreachableError",
+           "InsecureURLError", "ProjectNotFoundError", "RangeRequestError", "SimpleIndex",
+           "WheelMetadataError", "check_url", "is_loopback"]
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +75,10 @@ class WheelMetadataError(IndexAccessError):
 
 class FileHashError(IndexAccessError):
     """A downloaded file whose sha256 differs from the one the index gives."""
+
+
+class IndexUnreachableError(IndexAccessError):
+    """A host whose name does not resolve or that refuses connections: no retry would help."""
 
 
 class _Transient(Exception):
@@ -271,6 +275,9 @@ class SimpleIndex:
                                              timeout=self.timeout, stream=True,
                                              allow_redirects=False)
             except (requests.ConnectionError, requests.Timeout) as exc:
+                unreachable = _unreachable(exc)
+                if unreachable:
+                    raise IndexUnreachableError(f"{url}: {unreachable}") from exc
                 raise _Transient(f"{url}: {exc}") from exc
             except requests.RequestException as exc:  # an unusable URL: no retry helps
                 raise IndexAccessError(f"{url!r}: {exc}") from exc
@@ -355,6 +362,18 @@ class SimpleIndex:
     @staticmethod
     def _path_of(url: str) -> Path:
         return Path(url2pathname(urlsplit(url).path))
+
+
+def _unreachable(exc: requests.RequestException) -> str | None:
+    """Why a failed connection cannot succeed on a retry: a name that does not resolve, or a
+    host that refuses the port. None for timeouts, resets and the like, which may pass."""
+    reason = getattr(exc.args[0], "reason", None) if exc.args else None
+    if isinstance(reason, urllib3.exceptions.NameResolutionError):
+        return f"the host name does not resolve ({reason.__cause__ or reason})"
+    if isinstance(reason, urllib3.exceptions.NewConnectionError) \
+            and isinstance(reason.__cause__, ConnectionRefusedError):
+        return "the host refuses connections"
+    return None
 
 
 def _local_folder(location: str) -> Path | None:

@@ -135,7 +135,7 @@ def submit_command(easystack: str | Path, easyconfigs: Sequence[str],
         raise JobsError(f"{str(easystack)!r} lists no easyconfig")
     folder = shlex.quote(jobs_folder(easystack))
     files = " ".join(shlex.quote(name) for name in easyconfigs)
-    return (f'mkdir -p {folder} && eb --robot --job --job-backend={shlex.quote(backend)} '
+    return (f'mkdir -p {folder} && eb --robot="$PWD" --job --job-backend={shlex.quote(backend)} '
             f'--job-output-dir="$PWD/"{folder} '
             f'--include-easyblocks="$(torchstack easyblocks-path)/*.py" '
             f'--hooks="$(torchstack hooks-path)" {files} 2>&1 | tee {folder}/{SUBMISSION_LOG}')

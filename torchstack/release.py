@@ -97,6 +97,7 @@ class Resolved:
     wheels: dict[str, IndexFile]  # architecture -> file
     requires_dist: tuple[str, ...]
     index: str
+    why: str = ""  # why this version was chosen, for the report
 
     @property
     def public_version(self) -> str:
@@ -145,6 +146,10 @@ class Request:
     variants: tuple[str, ...] = ()  # empty: every variant the indexes offer
     glibc: tuple[int, int] = (2, 28)
 
+    @property
+    def python_version(self) -> str:
+        return f"{self.python[0]}.{self.python[1]}"
+
     def targets(self) -> list[Target]:
         return [Target(self.python, arch, self.glibc) for arch in self.architectures]
 
@@ -187,13 +192,19 @@ class Resolver:
             found = candidates.best(variant)
             if found is None:
                 offered = ", ".join(sorted(candidates.by_variant)) or "none"
-                candidates.notes.append(
-                    f"torch {request.release}: no {variant} wheel for Python "
-                    f"{request.python[0]}.{request.python[1]} (offered: {offered})")
+                candidates.notes.append(self._missing(
+                    variant, f"torch {request.release}",
+                    f"{variant} wheel for Python {request.python_version}",
+                    f" (offered: {offered})"))
                 continue
             index = self.indexes[found[0]]
             sets.append(self._variant_set(request, variant, index, found[1],
                                           list(candidates.notes)))
+        if not request.variants:
+            candidates.notes += [
+                f"torch {request.release}: {variant} not checked: {location} did not answer"
+                for location, variant in self._unchecked_variants()
+                if variant not in candidates.by_variant]
         if not sets:
             raise ReleaseError("; ".join(candidates.notes) or
                                f"torch {request.release} has no wheel on {self._where()}")
@@ -202,26 +213,48 @@ class Resolver:
     def _where(self) -> str:
         return ", ".join(index.location for index in self.indexes)
 
+    def unchecked(self, variant: str | None = None) -> list[str]:
+        """Indexes that did not answer and could have offered `variant` (any, when None)."""
+        return [location for location in self.unreachable
+                if variant is None or offered_variant(location) in (None, variant)]
+
+    def _unchecked_variants(self) -> list[tuple[str, str]]:
+        return [(location, variant) for location in self.unreachable
+                if (variant := offered_variant(location)) is not None]
+
+    def _missing(self, variant: str | None, subject: str, what: str, offered: str = "") -> str:
+        """'{subject}: no {what}', unless an index that did not answer might have had it."""
+        silent = self.unchecked(variant)
+        if silent:
+            return f"{subject}: {what} not checked: {', '.join(silent)} did not answer"
+        return f"{subject}: no {what}{offered}"
+
     def files(self, index: Index, project: str) -> list[IndexFile]:
         """The non-yanked wheels of `project` on `index` (cached per resolver)."""
         key = (index.location, project)
         if key not in self._files:
-            try:
-                files = index.files(project)
-            except ProjectNotFoundError:
-                log.debug("%s does not list %s", index.location, project)
-                files = []
-            except TorchstackError as exc:
-                if len(self.indexes) == 1 or isinstance(exc, ReleaseError):
-                    raise
-                # one of several indexes (a variant index) may be down or lack the project
-                log.debug("%s: %s", index.location, exc)
-                self.unreachable.setdefault(index.location, str(exc))
-                files = []
+            files = self._listed(index, project)
             for yanked in (f for f in files if f.yanked):
                 log.debug("skipping yanked %s", yanked.filename)
             self._files[key] = [f for f in files if not f.yanked and f.filename.endswith(".whl")]
         return self._files[key]
+
+    def _listed(self, index: Index, project: str) -> list[IndexFile]:
+        """index.files(project); [] from an index of several that did not answer, which is
+        remembered (and not asked again) so that the report can name it."""
+        if index.location in self.unreachable:
+            return []
+        try:
+            return index.files(project)
+        except ProjectNotFoundError:
+            log.debug("%s does not list %s", index.location, project)
+            return []
+        except TorchstackError as exc:
+            if len(self.indexes) == 1 or isinstance(exc, ReleaseError):
+                raise
+            log.debug("%s: %s", index.location, exc)
+            self.unreachable[index.location] = str(exc)
+            return []
 
     def requires_dist(self, index: Index, file: IndexFile) -> tuple[str, ...]:
         """Requires-Dist of the version `file` belongs to: one metadata read per version."""
@@ -249,8 +282,9 @@ class Resolver:
                    if not any(t.arch in files for per_index in candidates.by_variant.values()
                               for files in per_index.values())]
         for arch in missing:
-            candidates.notes.append(f"torch {request.release}: no wheel for Python "
-                                    f"{request.python[0]}.{request.python[1]} on {arch}")
+            candidates.notes.append(self._missing(
+                None, f"torch {request.release}",
+                f"wheel for Python {request.python_version} on {arch}"))
         return candidates
 
     def _variant_of(self, index: Index, file: IndexFile, version: Version, target: Target) -> str:
@@ -268,8 +302,9 @@ class Resolver:
                          self.requires_dist(index, first), index.location)
         targets = [t for t in request.targets() if t.arch in torch.wheels]
         for arch in (a for a in request.architectures if a not in torch.wheels):
-            notes.append(f"torch {torch.version}: no {variant} wheel for Python "
-                         f"{request.python[0]}.{request.python[1]} on {arch}")
+            notes.append(self._missing(variant, f"torch {torch.version}",
+                                       f"{variant} wheel for Python {request.python_version} "
+                                       f"on {arch}"))
         companions = []
         for project in COMPANIONS:
             chosen = self._companion(project, torch, index, targets, notes)
@@ -285,13 +320,19 @@ class Resolver:
         """The newest `project` version on torch's index whose Requires-Dist accepts torch."""
         local = Version(torch.version).local
         release = Version(torch.public_version)
+        newer: list[str] = []  # versions passed over, with what they require
         for version, wheels in self.versions(index, project, targets, local):
             requires = self.requires_dist(index, next(iter(wheels.values())))
             spec = _torch_specifier(requires, targets[0])
             if spec is None:
                 continue
             if spec.contains(release, prereleases=True):
-                return Resolved(project, str(version), wheels, requires, index.location)
+                why = (f"the newest {project} on {index.location} whose Requires-Dist "
+                       f"(torch{spec}) accepts torch {torch.version}")
+                if newer:
+                    why += f"; newer: {', '.join(newer[:2])}"
+                return Resolved(project, str(version), wheels, requires, index.location, why)
+            newer.append(f"{version} requires torch{spec}")
             if _only_older(spec, release):
                 break  # older companions pin older torch releases
         build = f"+{local} builds" if local else "untagged builds"
@@ -314,7 +355,9 @@ class Resolver:
             for version, wheels in self.versions(source, project, arches, None, False):
                 if pins[0].specifier.contains(version, prereleases=True):
                     requires = self.requires_dist(source, next(iter(wheels.values())))
-                    return Resolved(project, str(version), wheels, requires, source.location)
+                    why = f"torch {torch.version} requires {project}{pins[0].specifier}"
+                    return Resolved(project, str(version), wheels, requires, source.location,
+                                    why)
         notes.append(f"{project}{pins[0].specifier}: required by torch {torch.version}, not "
                      f"found with wheels for {', '.join(t.arch for t in arches)}; not generated")
         return None
@@ -334,6 +377,13 @@ class Resolver:
         complete = [(v, w) for v, w in by_version.items() if len(w) == len(targets)]
         return sorted(complete, reverse=True,
                       key=lambda item: (Version(item[0].public), item[0].local is not None))
+
+
+def offered_variant(location: str) -> str | None:
+    """The variant an index is dedicated to, from its URL's last segment (.../whl/cu128/);
+    None for an index that may offer any (PyPI, a site mirror)."""
+    last = location.rstrip("/").rsplit("/", 1)[-1]
+    return last if _VARIANT.fullmatch(last) else None
 
 
 def variant_from_pins(requires_dist: Iterable[str], target: Target) -> str:

@@ -31,7 +31,7 @@ from torchstack._ebconfig import SYSTEM, EasyBuildError, EasyconfigFacts
 from torchstack.errors import TorchstackError
 
 __all__ = ["Dependency", "Toolchain", "ToolchainError", "default_robot_paths", "easyblock_of",
-           "load_toolchain", "provided_packages", "source_easyconfig"]
+           "load_toolchain", "namesakes", "provided_packages", "source_easyconfig"]
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +91,23 @@ class Toolchain:
         """
         return _newest(self, name, versionsuffix, version_prefix)
 
+    def every(self, name: str) -> list[Dependency]:
+        """Every easyconfig of `name` for this toolchain and its subtoolchains, nearest first."""
+        return [Dependency(f.name, f.version, f.versionsuffix, f.toolchain, f.path)
+                for f in _facts_of(self, name)]
+
+    def placement(self, name: str) -> tuple[str, str]:
+        """The toolchain of the hierarchy that upstream builds `name` with (that of its newest
+        easyconfig here: Triton on gfbf for foss), or this toolchain when it has none."""
+        found = self.every(name)
+        if not found:
+            return (self.name, self.version)
+        newest = found[0]
+        for candidate in found[1:]:
+            if _ebconfig.compare_versions(candidate.version, newest.version) > 0:
+                newest = candidate
+        return newest.toolchain
+
     @property
     def python(self) -> Dependency:
         """The Python of this toolchain; ToolchainError when the robot path has none."""
@@ -133,6 +150,15 @@ def source_easyconfig(name: str, version: str, toolchain: Toolchain,
                       toolchain.spec, facts.path)
             return Path(facts.path)
     return None
+
+
+def namesakes(filename: str, name: str, robot_paths: Sequence[str]) -> list[EasyconfigFacts]:
+    """The easyconfigs of the robot path called `filename`, parsed: files that a generated
+    one of that name shadows (or is shadowed by)."""
+    paths = _robot_paths(robot_paths)
+    found = [path for robot_path in paths for path in _ebconfig.candidate_files(robot_path, name)
+             if os.path.basename(path) == filename]
+    return _parse_all(paths, found)
 
 
 def provided_packages(dependency: Dependency) -> dict[str, str]:

@@ -9,6 +9,7 @@ is given and an index lacks a hash).
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -47,8 +48,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--robot-paths", default=None, metavar="PATHS",
                         help="colon-separated easyconfig folders for toolchain data "
                              "(default: the installed easybuild-easyconfigs)")
-    parser.add_argument("--cuda-libs", default="wheels", choices=("wheels", "modules"),
-                        help="CUDA libraries as nvidia wheels (default) or from modules")
+    parser.add_argument("--cuda-libs", default="auto", choices=("auto", "wheels", "modules"),
+                        help="CUDA libraries from the site's modules or as nvidia wheels; auto "
+                             "(default): modules where the robot path has every library in a "
+                             "version that satisfies torch's pins, else wheels")
     parser.add_argument("--glibc", default="2.28", metavar="X.Y",
                         help="oldest glibc of the cluster, for wheel tags (default 2.28)")
     parser.add_argument("--allow-download-hash", action="store_true",
@@ -59,6 +62,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def execute(args: argparse.Namespace) -> int:
+    """0: the set is complete; 1: written, but an index did not answer (what only it offers
+    was not checked); errors exit 2 through the CLI."""
+    import shlex
     from pathlib import Path
 
     from torchstack import generate, output
@@ -75,19 +81,27 @@ def execute(args: argparse.Namespace) -> int:
     result = generate.generate(settings, indexes)
     folder = Path(args.out or f"torchstack-{args.release}")
     replaced = output.write_set(folder, result.files(), force=args.force)
+    incomplete = generate.unreachable_lines(result.unreachable)
     if args.print_build_command:
         from torchstack import jobs
 
+        cd = f"cd {shlex.quote(str(folder.absolute()))}"
         for name in result.easystacks:
             print(f"# {name}: on this host, or as Slurm jobs (one per easyconfig)")
-            print(f"cd {folder} && {generate.build_command(name)}")
+            print(f"{cd} && {generate.build_command(name)}")
             entries = jobs.easystack_entries(folder / name)
-            print(f"cd {folder} && {jobs.submit_command(name, entries)}")
+            print(f"{cd} && {jobs.submit_command(name, entries)}")
+    else:
+        for line in [*provenance, *generate.summary(result, replaced)]:
+            print(line)
+        print(f"written to {folder}")
+    if args.offline:  # the catalog is what it is: its gaps are reported, not failed
+        for line in incomplete:
+            print(f"not recorded: {line}")
         return 0
-    for line in [*provenance, *generate.summary(result, replaced)]:
-        print(line)
-    print(f"written to {folder}")
-    return 0
+    for line in incomplete:
+        print(f"torchstack: {line}", file=sys.stderr)
+    return 1 if incomplete else 0
 
 
 def _indexes(args: argparse.Namespace) -> tuple[list[Index], list[str]]:
