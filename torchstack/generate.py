@@ -30,6 +30,7 @@ from torchstack.release import (
     Resolver,
     Target,
     VariantSet,
+    offered_variant,
 )
 
 log = logging.getLogger(__name__)
@@ -116,7 +117,13 @@ def generate(settings: Settings, indexes: Sequence[Index]) -> Generated:
         for variant_set in sets:
             for stage in settings.stages:
                 _plan_stage(stage, variant_set, toolchain, settings, resolver, indexes, result)
-    result.unreachable = dict(resolver.unreachable)
+    for location, why in resolver.unreachable.items():
+        variant = offered_variant(location)
+        if settings.variants and variant is not None and variant not in settings.variants:
+            result.report.append(f"index {location} did not answer ({why}); it offers only "
+                                 f"{variant}, which was not asked for")
+        else:
+            result.unreachable[location] = why
     if not result.easyconfigs:
         raise GenerateError("nothing generated: " + "; ".join(
             [*result.report, *unreachable_lines(result.unreachable)]))

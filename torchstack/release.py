@@ -187,6 +187,11 @@ class Resolver:
         validate_version(request.release, "torch")
         candidates = self._torch_candidates(request)
         wanted = request.variants or tuple(sorted(candidates.by_variant))
+        if not request.variants:
+            candidates.notes += [
+                f"torch {request.release}: {variant} not checked: {location} did not answer"
+                for location, variant in self._unchecked_variants()
+                if variant not in candidates.by_variant]
         sets = []
         for variant in wanted:
             found = candidates.best(variant)
@@ -200,11 +205,6 @@ class Resolver:
             index = self.indexes[found[0]]
             sets.append(self._variant_set(request, variant, index, found[1],
                                           list(candidates.notes)))
-        if not request.variants:
-            candidates.notes += [
-                f"torch {request.release}: {variant} not checked: {location} did not answer"
-                for location, variant in self._unchecked_variants()
-                if variant not in candidates.by_variant]
         if not sets:
             raise ReleaseError("; ".join(candidates.notes) or
                                f"torch {request.release} has no wheel on {self._where()}")
