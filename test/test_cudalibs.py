@@ -90,9 +90,17 @@ class TestCudaPins:
     def test_cuda12_style_markers(self, arch: str, count: int) -> None:
         assert len(cuda_pins(TORCH_2_6_CU12, "3.11", arch)) == count
 
-    def test_range_instead_of_pin_is_refused(self) -> None:
-        with pytest.raises(CudaLibsError, match="not an exact pin"):
-            cuda_pins(["nvidia-cudnn-cu13>=9"], "3.11", "x86_64")
+    @pytest.mark.parametrize(("line", "version"), [
+        ("nvidia-cublas<=13.1.1.3,>=13.1.0.3", "13.1.0.3"),  # torch 2.12.1's form
+        ("nvidia-cudnn-cu13>=9", "9"),
+        ("nvidia-nccl-cu13~=2.30.4", "2.30.4"),
+    ], ids=["bounded", "lower", "compatible"])
+    def test_range_checked_from_its_lower_bound(self, line: str, version: str) -> None:
+        assert [p.version for p in cuda_pins([line], "3.11", "x86_64")] == [version]
+
+    def test_range_without_lower_bound_is_refused(self) -> None:
+        with pytest.raises(CudaLibsError, match="neither an exact pin nor a range"):
+            cuda_pins(["nvidia-cudnn-cu13<10"], "3.11", "x86_64")
 
 
 class TestCheckPin:

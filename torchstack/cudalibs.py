@@ -111,7 +111,10 @@ def _pin(line: str, environment: dict[str, str]) -> Pin | None:
     if requirement.marker is not None and not requirement.marker.evaluate(environment):
         return None
     project = _CUDA_SUFFIX.sub("", canonicalize_name(requirement.name))
-    exact = [s.version for s in requirement.specifier if s.operator == "=="]
+    # an exact pin, else the lower bound of a range (torch 2.12: nvidia-cublas>=13.1.0.3,
+    # <=13.1.1.3), which a stand-in of that version satisfies and a module must not be below
+    exact = [s.version for s in requirement.specifier if s.operator == "=="] or \
+        [s.version for s in requirement.specifier if s.operator in (">=", "~=")]
     if project == TOOLKIT:
         libraries = tuple(LIBRARIES[TOOLKIT_EXTRAS[e]] for e in sorted(requirement.extras)
                           if e in TOOLKIT_EXTRAS) or (LIBRARIES["nvidia-cuda-runtime"],)
@@ -120,7 +123,8 @@ def _pin(line: str, environment: dict[str, str]) -> Pin | None:
     else:
         return None
     if not exact:
-        raise CudaLibsError(f"torch requires {line!r}, not an exact pin that can be checked")
+        raise CudaLibsError(f"torch requires {line!r}, neither an exact pin nor a range with a "
+                            f"lower bound that can be checked")
     return Pin(line.split(";")[0].strip(), canonicalize_name(requirement.name), exact[0],
                libraries)
 

@@ -109,7 +109,7 @@ def _library_module(toolchain: Toolchain, module: str, pins: Sequence[cudalibs.P
     pinned = ", ".join(p.requirement for p in pins)
     major = cuda.version.split(".")[0]
     has = ", ".join(f"{d.version} ({d.versionsuffix.lstrip('-')})" for d in every
-                    if d.versionsuffix.startswith(f"-CUDA-{major}.")) or "none"
+                    if d.versionsuffix.startswith(f"-CUDA-{major}.")) or "no version"
     if newest is None:
         return None, (f"{pinned}: needs {module} built with CUDA {cuda.version}; "
                       f"the robot path has {module} {has} for CUDA {major}")

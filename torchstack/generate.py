@@ -133,6 +133,23 @@ def generate(settings: Settings, indexes: Sequence[Index]) -> Generated:
     return result
 
 
+def newest_toolchain(settings: Settings, indexes: Sequence[Index],
+                     candidates: Sequence[str]) -> Generated:
+    """The set for the first of `candidates` (newest first) that it can be generated for."""
+    passed: list[str] = []
+    for spec in candidates:
+        try:
+            result = generate(dataclasses.replace(settings, toolchains=(spec,)), indexes)
+        except GenerateError as exc:
+            passed.append(f"{spec} ({exc})")
+            continue
+        result.report[:0] = [f"toolchain {spec}: the newest of the robot path that fits torch "
+                             f"{settings.release}", *(f"passed over {p}" for p in passed)]
+        return result
+    raise GenerateError(f"no toolchain of {', '.join(candidates) or 'none'} fits torch "
+                        f"{settings.release}: " + "; ".join(passed))
+
+
 def unreachable_lines(unreachable: dict[str, str]) -> list[str]:
     """The indexes that did not answer, each with its error, and what to do about it."""
     if not unreachable:

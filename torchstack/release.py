@@ -379,6 +379,19 @@ class Resolver:
                       key=lambda item: (Version(item[0].public), item[0].local is not None))
 
 
+def newest_release(indexes: Sequence[Index]) -> str:
+    """The newest final torch release that the first index listing torch has wheels of."""
+    resolver = Resolver(indexes)
+    for index in indexes:
+        versions = {Version(wheel_name_version(f.filename)[1].public)
+                    for f in resolver.files(index, "torch")}
+        final = [v for v in versions if not v.is_prerelease and not v.is_devrelease]
+        if final:
+            log.debug("newest torch on %s: %s", index.location, max(final))
+            return str(max(final))
+    raise ReleaseError(f"no torch release on {', '.join(i.location for i in indexes)}")
+
+
 def offered_variant(location: str) -> str | None:
     """The variant an index is dedicated to, from its URL's last segment (.../whl/cu128/);
     None for an index that may offer any (PyPI, a site mirror)."""

@@ -29,7 +29,10 @@ _SUFFIX = re.compile(r"^(-[A-Za-z0-9._+]+|-%\(cudaver\)s)*$")
 _SAFE_TEXT = re.compile(r"^[A-Za-z0-9._+%~-]*$")
 _SAFE_URL_PATH = re.compile(r"^[A-Za-z0-9._+%~/:@-]*$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
-_WRAP_AT = 100  # pycodestyle in `eb --check-contrib` allows 120 columns
+# `eb --check-contrib` runs pycodestyle with 120 columns (MAX_LINE_LENGTH in
+# easybuild/framework/easyconfig/style.py) and ignores only W291 and E741.
+_MAX_LINE = 120
+_HANG = 4  # the hanging indent under a key that ends its line
 
 
 class RenderError(TorchstackError):
@@ -57,6 +60,16 @@ class Extension:
     @property
     def per_arch(self) -> bool:
         return len({source.filename for _, source in self.sources}) > 1
+
+    @property
+    def checksums(self) -> tuple[tuple[str, str], ...]:
+        """(file name, sha256) of each distinct wheel, once: a pure wheel that serves every
+        architecture is one file, and a dict literal names each key once."""
+        seen: dict[str, str] = {}
+        for _, source in self.sources:
+            if seen.setdefault(source.filename, source.sha256) != source.sha256:
+                raise RenderError(f"{source.filename!r}: the index gives two sha256 for one file")
+        return tuple(seen.items())
 
 
 @dataclass(frozen=True)
@@ -162,12 +175,40 @@ def _py(value: object) -> str:
     return repr(value)
 
 
-def _py_wrap(value: str, indent: int) -> str:
-    """repr(value), split over lines as implicit concatenation when it would be too long."""
-    if indent + len(value) + 2 <= _WRAP_AT:
-        return repr(value)
-    cut = value.rfind("/", 0, _WRAP_AT - indent - 2) + 1 or _WRAP_AT - indent - 2
-    return f"{value[:cut]!r}\n{' ' * indent}{_py_wrap(value[cut:], indent)}"
+def _py_lines(value: str, indent: int, end: str = "", cuts: str = "/") -> str:
+    """repr(value) + end for a line at column `indent`, as implicitly concatenated pieces on
+    lines of their own at that column where one line would pass _MAX_LINE columns. A piece ends
+    after the last character of `cuts` that fits, else where the line ends: the pieces are
+    always valid literals and their concatenation is `value`. The first line is not indented
+    (the template indents it), the others are."""
+    width = max(_MAX_LINE - indent - len(end), 3)
+    pieces: list[str] = []
+    rest = value
+    while len(repr(rest)) > width:
+        size = width - 2
+        while size > 1 and len(repr(rest[:size])) > width:
+            size -= 1
+        cut = max(rest.rfind(c, 0, size) for c in cuts) + 1 if cuts else 0
+        cut = cut or size
+        pieces.append(repr(rest[:cut]))
+        rest = rest[cut:]
+    pieces.append(repr(rest) + end)
+    return f"\n{' ' * indent}".join(pieces)
+
+
+def _py_entry(value: str, key: str, indent: int, listed: bool = False, cuts: str = "/") -> str:
+    """The dict entry `'key': 'value',` (or `'key': ['value'],` when `listed`) at column
+    `indent`: on one line where it fits, else the value on lines of its own under the key with a
+    hanging indent (cut by `_py_lines`) and, for a list, the closing `],` under the key. Both
+    are layouts that pycodestyle accepts at any length (no visual indent to match)."""
+    line = f"{key!r}: [{value!r}]," if listed else f"{key!r}: {value!r},"
+    if indent + len(line) <= _MAX_LINE:
+        return line
+    inner = indent + _HANG
+    if listed:
+        return (f"{key!r}: [\n{' ' * inner}{_py_lines(value, inner, ',', cuts)}\n"
+                f"{' ' * indent}],")
+    return f"{key!r}:\n{' ' * inner}{_py_lines(value, inner, ',', cuts)}"
 
 
 @cache
@@ -176,5 +217,6 @@ def _environment() -> jinja2.Environment:
         loader=jinja2.FileSystemLoader(str(templates_path())),
         undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
     env.filters["py"] = _py
-    env.filters["py_wrap"] = _py_wrap
+    env.filters["py_lines"] = _py_lines
+    env.filters["py_entry"] = _py_entry
     return env

@@ -31,7 +31,8 @@ from torchstack._ebconfig import SYSTEM, EasyBuildError, EasyconfigFacts
 from torchstack.errors import TorchstackError
 
 __all__ = ["Dependency", "Toolchain", "ToolchainError", "default_robot_paths", "easyblock_of",
-           "load_toolchain", "namesakes", "provided_packages", "source_easyconfig"]
+           "load_toolchain", "namesakes", "provided_packages", "source_easyconfig",
+           "versions_of"]
 
 log = logging.getLogger(__name__)
 
@@ -150,6 +151,17 @@ def source_easyconfig(name: str, version: str, toolchain: Toolchain,
                       toolchain.spec, facts.path)
             return Path(facts.path)
     return None
+
+
+def versions_of(name: str, robot_paths: Sequence[str] | None = None) -> list[str]:
+    """The versions of toolchain `name` (foss) that the robot path defines, newest first."""
+    found: set[str] = set()
+    for robot_path in _robot_paths(robot_paths):
+        for path in _ebconfig.candidate_files(robot_path, name):
+            stem = os.path.basename(path)[:-len(".eb")]
+            if stem.startswith(f"{name}-") and "-" not in stem[len(name) + 1:]:
+                found.add(stem[len(name) + 1:])
+    return sorted(found, key=functools.cmp_to_key(_ebconfig.compare_versions), reverse=True)
 
 
 def namesakes(filename: str, name: str, robot_paths: Sequence[str]) -> list[EasyconfigFacts]:

@@ -14,14 +14,13 @@ if TYPE_CHECKING:
 
 NAME = "catalog"
 HELP = "list or refresh the embedded catalog of index answers used by generate --offline"
-DEFAULT_RELEASES = ("2.9.1", "2.9.0", "2.8.0")
-DEFAULT_TOOLCHAINS = ("foss/2025a", "foss/2024a")
+DEFAULT_TOOLCHAINS = ("foss/2026.1", "foss/2025b", "foss/2025a", "foss/2024a")
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("action", choices=("list", "refresh"))
     parser.add_argument("--release", action="append", dest="releases", metavar="R",
-                        help=f"torch release to record (default: {', '.join(DEFAULT_RELEASES)})")
+                        help="torch release to record (default: those the catalog holds)")
     parser.add_argument("--toolchain", action="append", dest="toolchains", metavar="TC",
                         help=f"toolchains whose Pythons to record for "
                              f"(default: {', '.join(DEFAULT_TOOLCHAINS)})")
@@ -44,7 +43,7 @@ def execute(args: argparse.Namespace) -> int:
             for line in catalog.describe(catalog.load(release, folder)):
                 print(f"torch {release}: {line[len('offline: '):]}")
         return 0
-    for release in args.releases or DEFAULT_RELEASES:
+    for release in args.releases or catalog.releases(folder):
         print(f"torch {release}: recorded in {_refresh(args, release, folder)}")
     return 0
 

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from torchstack.release import Index
 
 NAME = "generate"
+NEWEST = "newest"
 HELP = "write matched easyconfigs and easystack files for a torch release"
 DEFAULT_TOOLCHAINS = ("foss/2025a",)
 DEFAULT_INDEXES = ("https://pypi.org/simple/",
@@ -24,10 +25,13 @@ DEFAULT_INDEXES = ("https://pypi.org/simple/",
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("release", metavar="RELEASE", help="torch release, e.g. 2.9.1")
+    parser.add_argument("release", metavar="RELEASE",
+                        help="torch release, e.g. 2.9.1, or 'newest' (of the catalog with "
+                             "--offline, else of the first index that lists torch)")
     parser.add_argument("--toolchain", action="append", dest="toolchains", metavar="TC",
                         help="EasyBuild toolchain, e.g. foss/2025a (repeat for several; "
-                             f"default {', '.join(DEFAULT_TOOLCHAINS)})")
+                             f"default {', '.join(DEFAULT_TOOLCHAINS)}), or 'newest': the "
+                             "newest foss of the robot path that the release fits")
     parser.add_argument("--variant", action="append", dest="variants", metavar="V",
                         help="cpu, cu126, cu128, cu130, rocm6.4, ... (default: all offered)")
     parser.add_argument("--arch", action="append", dest="architectures",
@@ -68,18 +72,34 @@ def execute(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from torchstack import generate, output
+    from torchstack.errors import TorchstackError
 
+    release = _catalog_release(args) if args.offline else str(args.release)
+    indexes, provenance = _indexes(args, release)
+    if release == NEWEST:
+        from torchstack.release import newest_release
+
+        release = newest_release(indexes)
+    specs = tuple(args.toolchains or DEFAULT_TOOLCHAINS)
     settings = generate.Settings(
-        release=args.release, toolchains=tuple(args.toolchains or DEFAULT_TOOLCHAINS),
+        release=release, toolchains=tuple(s for s in specs if s != NEWEST),
         variants=tuple(args.variants or ()),
         architectures=tuple(args.architectures or ("x86_64", "aarch64")),
         stages=tuple(args.stages or ("whl",)), cuda_libs=args.cuda_libs,
         glibc=_glibc(args.glibc),
         robot_paths=tuple(args.robot_paths.split(":")) if args.robot_paths else None,
         allow_download_hash=args.allow_download_hash)
-    indexes, provenance = _indexes(args)
-    result = generate.generate(settings, indexes)
-    folder = Path(args.out or f"torchstack-{args.release}")
+    if NEWEST in specs:
+        if len(specs) > 1:
+            raise TorchstackError("--toolchain newest stands alone")
+        from torchstack import toolchains
+
+        newest_first = toolchains.versions_of("foss", settings.robot_paths)
+        result = generate.newest_toolchain(settings, indexes,
+                                           [f"foss/{version}" for version in newest_first])
+    else:
+        result = generate.generate(settings, indexes)
+    folder = Path(args.out or f"torchstack-{release}")
     replaced = output.write_set(folder, result.files(), force=args.force)
     incomplete = generate.unreachable_lines(result.unreachable)
     if args.print_build_command:
@@ -104,7 +124,21 @@ def execute(args: argparse.Namespace) -> int:
     return 1 if incomplete else 0
 
 
-def _indexes(args: argparse.Namespace) -> tuple[list[Index], list[str]]:
+def _catalog_release(args: argparse.Namespace) -> str:
+    """RELEASE as given, or the newest the catalog holds."""
+    if args.release != NEWEST:
+        return str(args.release)
+    from pathlib import Path
+
+    from torchstack import catalog
+
+    found = catalog.releases(Path(args.catalog) if args.catalog else None)
+    if not found:
+        raise catalog.CatalogError("the catalog holds no release")
+    return found[0]
+
+
+def _indexes(args: argparse.Namespace, release: str) -> tuple[list[Index], list[str]]:
     if args.offline:
         from pathlib import Path
 
@@ -114,7 +148,7 @@ def _indexes(args: argparse.Namespace) -> tuple[list[Index], list[str]]:
             from torchstack.errors import TorchstackError
 
             raise TorchstackError("--offline answers from the catalog; it takes no --index")
-        recorded = catalog.load(args.release, Path(args.catalog) if args.catalog else None)
+        recorded = catalog.load(release, Path(args.catalog) if args.catalog else None)
         return list(recorded), catalog.describe(recorded)
     from torchstack.index import SimpleIndex
 
