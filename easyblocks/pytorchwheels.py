@@ -184,6 +184,12 @@ class PyTorchWheels(PythonBundle):
             self.fingerprint = steps.recorded_fingerprint(self)
         return super().make_module_step(*args, **kwargs)
 
+    def make_module_req(self, *args, **kwargs):
+        """A module that installs torch itself: CMAKE_PREFIX_PATH, LD_LIBRARY_PATH and LIBRARY_PATH
+        for libtorch (find_package(Torch), linking C++ programs), as upstream's -whl easyconfigs do."""
+        steps.add_libtorch_module_paths(self, self.fingerprint)
+        return super().make_module_req(*args, **kwargs)
+
     def make_module_dep(self, *args, **kwargs):
         """The consumer half of the swap guards goes before the dependency on PyTorch."""
         return steps.consumer_module_dep(self, super().make_module_dep(*args, **kwargs), self.fingerprint)

@@ -10,7 +10,8 @@ easyblocks stay glue and record the same fingerprint file, whatis line and guard
 - module file: the consumer half before the dependency on PyTorch, the provider half at the
   end (`consumer_module_dep`, `provider_module_extra`); with `eb --module-only` no step has
   fingerprinted the installation, so the one it recorded earlier is used
-  (`recorded_fingerprint`).
+  (`recorded_fingerprint`); a module that installs torch itself puts torch's CMake config and
+  libraries on the module's search paths (`add_libtorch_module_paths`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import os
 from typing import Any
 
 from easybuild.tools.build_log import EasyBuildError
-from easybuild.tools.modules import get_software_root
+from easybuild.tools.modules import get_software_root, get_software_version
 
 from torchstack import compat, installation, installcheck, modulefile, record
 from torchstack.errors import TorchstackError
@@ -115,3 +116,50 @@ def provider_module_extra(block: EasyBlock, fingerprint: Fingerprint | None) -> 
         return ""
     return modulefile.provider_block(fingerprint, block.full_mod_name,
                                      block.module_generator.SYNTAX)
+
+
+def libtorch_module_paths(pyshortver: str) -> dict[str, list[str]]:
+    """Search paths, relative to the install dir, that make libtorch usable from C++.
+
+    What upstream's PyTorch easyblock and `-whl` easyconfigs set: CMAKE_PREFIX_PATH for
+    `find_package(Torch)` (torch/share/cmake/Torch/TorchConfig.cmake), LIBRARY_PATH for
+    linking against torch's libraries by name (EasyBuild's RPATH wrappers), LD_LIBRARY_PATH for
+    programs linked without an RPATH to them. No CPATH: TorchConfig.cmake and
+    torch.utils.cpp_extension give torch's include folders themselves, and torch/include
+    carries its own copies of pybind11, protobuf (google/), fmt and oneDNN, which on CPATH
+    would shadow the headers of the site's modules of those.
+    """
+    torch_dir = f"lib/python{pyshortver}/site-packages/torch"
+    return {
+        "CMAKE_PREFIX_PATH": [torch_dir],
+        "LD_LIBRARY_PATH": [f"{torch_dir}/lib"],
+        "LIBRARY_PATH": [f"{torch_dir}/lib"],
+    }
+
+
+def add_libtorch_module_paths(block: EasyBlock, fingerprint: Fingerprint | None) -> None:
+    """In a module that installs torch itself, add `libtorch_module_paths` to the module load
+    environment; paths the easyconfig's modextrapaths already gives for a variable are left
+    to it (EasyBuild adds those next, with the easyconfig's options)."""
+    if fingerprint is None or fingerprint.role != "provider":
+        return
+    pyshortver = ".".join(get_software_version("Python").split(".")[:2])
+    environment = block.module_load_environment
+    for name, paths in libtorch_module_paths(pyshortver).items():
+        own = {os.path.normpath(p) for p in _easyconfig_paths(block.cfg["modextrapaths"].get(name))}
+        new = [p for p in paths if os.path.normpath(p) not in own]
+        if not new:
+            continue
+        if name in environment:
+            getattr(environment, name).extend(new)
+        else:
+            setattr(environment, name, new)
+
+
+def _easyconfig_paths(value: object) -> list[str]:
+    """The paths of one modextrapaths entry: a path, a list of them, or a dict with 'paths'."""
+    if isinstance(value, dict):
+        value = value.get("paths")
+    if isinstance(value, str):
+        return [value]
+    return [str(p) for p in value] if isinstance(value, (list, tuple)) else []
