@@ -15,6 +15,11 @@ The figures printed: generate's wall time (median of --rounds runs, each on a fr
 its bytes (the server's bytes sent), the set's wheel bytes, and their ratio. Targets: at least
 1000x fewer bytes, under 10 s; printed with whether they are met, never enforced.
 
+The online case with dead variant indexes runs beside it, round by round: the same index plus
+the four PyTorch variant indexes as sites meet them when download.pytorch.org cannot be
+reached (two host names that do not resolve, two loopback ports that refuse). Anchor: the run
+without them; target: at most 1.5x its wall time.
+
 Usage: python3 bench/generate.py [--rounds N] [--json]
 """
 
@@ -25,6 +30,7 @@ import contextlib
 import io
 import json
 import re
+import socket
 import statistics
 import sys
 import tempfile
@@ -44,7 +50,7 @@ from torchstack.cli import main
 RELEASE = "2.9.1"
 TOOLCHAINS = ("foss/2025a", "gfbf/2025a")
 PYTHON_TAGS = ("cp313-cp313", "py3-none", "py2.py3-none")
-TARGET_RATIO, TARGET_SECONDS = 1000.0, 10.0
+TARGET_RATIO, TARGET_SECONDS, TARGET_DEAD = 1000.0, 10.0, 1.5
 # A real torch wheel's zip directory lists about 10,000 files: reading it by range requests
 # costs about a megabyte (measured on torch 2.14.1: 1.24 MB), which the sparse wheels repeat.
 TORCH_MEMBERS = 10_000
@@ -54,7 +60,7 @@ def build_index(folder: Path) -> tuple[list[Path], dict[str, int]]:
     """Sparse wheels of the catalog's files for one Python; their sizes by file name."""
     folder.mkdir(parents=True, exist_ok=True)
     wheels, sizes = [], {}
-    for recorded in catalog.load(RELEASE):
+    for recorded in (i for i in catalog.load(RELEASE) if not i.unreachable):
         for project in ("torch", "torchvision", "torchaudio", "triton",
                         *(p for p in recorded.projects if p.startswith("nvidia-"))):
             for file in recorded.files(project):
@@ -77,20 +83,34 @@ def _metadata(filename: str, requires: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_once(wheels: list[Path], out: Path) -> tuple[float, int]:
+def dead_indexes() -> list[str]:
+    """Variant indexes that do not answer: names that do not resolve, ports that refuse."""
+    ports = []
+    for _ in range(2):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            ports.append(probe.getsockname()[1])
+    return ["https://download.pytorch.invalid/whl/cpu/",
+            "https://download.pytorch.invalid/whl/cu126/",
+            f"http://127.0.0.1:{ports[0]}/whl/cu128/", f"http://127.0.0.1:{ports[1]}/whl/cu130/"]
+
+
+def run_once(wheels: list[Path], out: Path,
+             dead: tuple[str, ...] = ()) -> tuple[float, int]:
     """One generate on a fresh server: wall time and bytes the server sent."""
     with IndexServer() as server:
         for wheel in wheels:
             torch = wheel.name.startswith("torch-")
             server.add_wheel(wheel, metadata="none" if torch else "announced")
         args = ["generate", RELEASE, "--index", server.index_url, "--out", str(out), "--force",
-                *(a for tc in TOOLCHAINS for a in ("--toolchain", tc))]
+                *(a for tc in TOOLCHAINS for a in ("--toolchain", tc)),
+                *(a for url in dead for a in ("--index", url))]
         started = time.perf_counter()
-        with contextlib.redirect_stdout(io.StringIO()):
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             code = main(args)
         elapsed = time.perf_counter() - started
-        if code != 0:
-            raise SystemExit(f"generate failed with exit code {code}")
+        if code != (1 if dead else 0):  # dead indexes make the run incomplete: exit 1
+            raise SystemExit(f"generate exited {code} (dead indexes: {len(dead)})")
         return elapsed, server.bytes_sent
 
 
@@ -114,10 +134,14 @@ def main_bench(argv: list[str] | None = None) -> int:
         log("building the local index (sparse wheels of the real sizes)...")
         wheels, sizes = build_index(Path(tmp) / "wheels")
         out = Path(tmp) / "out"
-        runs = [run_once(wheels, out) for _ in range(args.rounds)]
+        runs, dead_runs = [], []
+        for _ in range(args.rounds):  # side by side, so both see the same machine
+            dead_runs.append(run_once(wheels, Path(tmp) / "dead", tuple(dead_indexes())))
+            runs.append(run_once(wheels, out))
         upstream, count = set_bytes(out, sizes)
         easyconfigs = len(list(out.glob("*.eb")))
     seconds = statistics.median(r[0] for r in runs)
+    dead_seconds = statistics.median(r[0] for r in dead_runs)
     transferred = statistics.median(r[1] for r in runs)
     figures: dict[str, Any] = {
         "release": RELEASE, "toolchains": list(TOOLCHAINS), "easyconfigs": easyconfigs,
@@ -126,6 +150,9 @@ def main_bench(argv: list[str] | None = None) -> int:
         "ratio": round(upstream / transferred, 1),
         "target_ratio_met": upstream / transferred >= TARGET_RATIO,
         "target_seconds_met": seconds < TARGET_SECONDS,
+        "seconds_dead_indexes_median": round(dead_seconds, 3),
+        "dead_ratio": round(dead_seconds / seconds, 2),
+        "target_dead_met": dead_seconds / seconds <= TARGET_DEAD,
     }
     print(json.dumps(figures) if args.json else _table(figures))
     return 0
@@ -142,6 +169,9 @@ def _table(f: dict[str, Any]) -> str:
         f"  bytes upstream's way   {f['bytes_upstream']:>14,}   (every named wheel downloaded)",
         f"  ratio                  {f['ratio']:>10.0f}x     target >= {TARGET_RATIO:.0f}x: "
         f"{'met' if f['target_ratio_met'] else 'NOT met'}",
+        f"  with 4 dead variant indexes {f['seconds_dead_indexes_median']:6.2f} s   "
+        f"{f['dead_ratio']:.2f}x the run without   target <= {TARGET_DEAD}x: "
+        f"{'met' if f['target_dead_met'] else 'NOT met'}",
     ])
 
 

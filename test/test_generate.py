@@ -27,7 +27,7 @@ from torchstack.cli import main
 TOOLCHAINS = ("foss/2025a", "foss/2024a")
 WHL_SET = [
     "PyTorch-2.9.1-{tc}-whl.eb", "torchvision-0.24.1-{tc}-whl.eb", "torchaudio-2.9.1-{tc}-whl.eb",
-    "Triton-3.5.1-{tc}-CUDA-12.8.0-whl.eb", "PyTorch-2.9.1-{tc}-CUDA-12.8.0-whl.eb",
+    "Triton-3.5.1-{gfbf}-CUDA-12.8.0-whl.eb", "PyTorch-2.9.1-{tc}-CUDA-12.8.0-whl.eb",
     "torchvision-0.24.1-{tc}-CUDA-12.8.0-whl.eb", "torchaudio-2.9.1-{tc}-CUDA-12.8.0-whl.eb",
 ]
 
@@ -65,7 +65,8 @@ class TestSyntheticRelease:
         code, out = _generate(tmp_path, "2.9.1", *_urls(indexes),
                               *(a for tc in TOOLCHAINS for a in ("--toolchain", tc)))
         assert code == 0
-        expected = {name.format(tc=tc.replace("/", "-")) for tc in TOOLCHAINS for name in WHL_SET}
+        expected = {name.format(tc=tc.replace("/", "-"), gfbf=tc.replace("foss/", "gfbf-"))
+                    for tc in TOOLCHAINS for name in WHL_SET}  # Triton on gfbf, as upstream
         easyconfigs = {p.name for p in out.glob("*.eb")}
         assert easyconfigs == expected
         report = capsys.readouterr().out
@@ -90,7 +91,8 @@ class TestSyntheticRelease:
     def test_checksums_from_the_index_for_every_arch(
             self, tmp_path: Path, indexes: tuple[IndexServer, ...],
             synthetic_wheels: dict[str, list[Path]]) -> None:
-        _, out = _generate(tmp_path, "2.9.1", *_urls(indexes), "--variant", "cu128")
+        _, out = _generate(tmp_path, "2.9.1", *_urls(indexes), "--variant", "cu128",
+                           "--cuda-libs", "wheels")
         text = (out / "PyTorch-2.9.1-foss-2025a-CUDA-12.8.0-whl.eb").read_text()
         torch = [w for w in synthetic_wheels["pypi"] if w.name.startswith("torch-2.9.1-cp313")]
         assert len(torch) == 2
@@ -154,7 +156,7 @@ class TestSyntheticRelease:
         _, out = _generate(tmp_path, "2.9.1", *_urls(indexes))
         stack = (out / "easystack-foss-2025a-cu128-aarch64.yaml").read_text()
         names = re.findall(r"^  - (\S+)$", stack, re.MULTILINE)
-        assert names == ["Triton-3.5.1-foss-2025a-CUDA-12.8.0-whl.eb",
+        assert names == ["Triton-3.5.1-gfbf-2025a-CUDA-12.8.0-whl.eb",
                          "PyTorch-2.9.1-foss-2025a-CUDA-12.8.0-whl.eb",
                          "torchvision-0.24.1-foss-2025a-CUDA-12.8.0-whl.eb",
                          "torchaudio-2.9.1-foss-2025a-CUDA-12.8.0-whl.eb"]
