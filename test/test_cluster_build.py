@@ -1,4 +1,4 @@
-"""A generated set built on a real Slurm with `eb --robot --job`, as a site builds a release.
+"""A generated set built on a real Slurm with `eb --robot="$PWD" --job`, as a site builds a release.
 
 A local index serves the real torch 2.13.0+cpu wheel and two pure-Python consumers built here
 (torchvision 0.28.0+cpu and torchaudio 2.13.0+cpu, both pinning torch==2.13.0). `torchstack
@@ -364,7 +364,7 @@ class TestSubmitCommand:
                                       ["PyTorch-2.9.1-foss-2025a-whl.eb",
                                        "torchvision-0.24.1-foss-2025a-whl.eb"])
         assert command == (
-            'mkdir -p jobs-foss-2025a-cpu-x86_64 && eb --robot --job --job-backend=Slurm '
+            'mkdir -p jobs-foss-2025a-cpu-x86_64 && eb --robot="$PWD" --job --job-backend=Slurm '
             '--job-output-dir="$PWD/"jobs-foss-2025a-cpu-x86_64 '
             '--include-easyblocks="$(torchstack easyblocks-path)/*.py" '
             '--hooks="$(torchstack hooks-path)" PyTorch-2.9.1-foss-2025a-whl.eb '

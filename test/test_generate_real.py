@@ -73,12 +73,17 @@ class TestRealWheels:
 
     def test_cuda_modules_the_robot_path_lacks(self, tmp_path: Path, real_index: IndexServer,
                                               capsys: pytest.CaptureFixture[str]) -> None:
-        # upstream has no cuDNN for CUDA 13.0.2: modules mode cannot be generated, and says why
+        # upstream has no cuDNN for CUDA 13.0.2: modules mode cannot be generated, and says
+        # why, pin by pin, with what the robot path has
         code = _generate(tmp_path / "out", "2.14.1", "--index", real_index.index_url,
                          "--toolchain", "foss/2023a", "--cuda-libs", "modules")
         assert code == 2
-        assert "needs NCCL, NVSHMEM, cuDNN, cuSPARSELt built with CUDA 13.0.2 for foss/2023a" \
-            in capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert "cuda_libs='modules' cannot be served by the robot path" in err
+        assert "nvidia-cudnn-cu13==9.24.0.43: needs cuDNN built with CUDA 13.0.2; the robot " \
+               "path has cuDNN 9.23.0.39 (CUDA-13.3.0) for CUDA 13" in err
+        for module in ("NCCL", "NVSHMEM", "cuSPARSELt"):
+            assert f"needs {module} built with CUDA 13.0.2" in err
 
     def test_cpu_torch_takes_no_cuda_companion(self, tmp_path: Path, real_index: IndexServer,
                                                capsys: pytest.CaptureFixture[str]) -> None:
