@@ -9,15 +9,20 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import select
 import sys
 from collections.abc import Sequence
 from types import ModuleType
+from typing import TextIO
 
 from torchstack import __version__
 from torchstack.errors import TorchstackError
 
 PROG = "torchstack"
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as the shell reports an interrupted command
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE
 
 
 class _Parser(argparse.ArgumentParser):
@@ -60,7 +65,31 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one subcommand; bad input is one line on stderr and exit code 2."""
+    """Run one subcommand; bad input is one line on stderr and exit code 2.
+
+    Ctrl-C is one line, `torchstack: interrupted`, and exit 130 (what an interrupted file
+    write leaves is cleaned up where it happens). A reader that closed stdout (`| head -1`)
+    ends the command quietly with exit 141, what the shell reports for a command killed by
+    SIGPIPE: the rest of the output goes to /dev/null, and what was already written to files
+    stays.
+    """
+    try:
+        try:
+            code = _main(argv)
+        except SystemExit:  # --help and usage errors: their output is flushed here too
+            sys.stdout.flush()
+            raise
+        sys.stdout.flush()
+        return code
+    except KeyboardInterrupt:
+        sys.stderr.write(f"{PROG}: interrupted\n")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        _discard_closed_output()
+        return EXIT_BROKEN_PIPE
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING,
@@ -72,9 +101,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"{PROG}: error: {exc}\n")
         return EXIT_USAGE
     except OSError as exc:
+        if isinstance(exc, BrokenPipeError) and _closed(sys.stdout):
+            raise
         where = f"{exc.filename}: " if exc.filename else ""
         sys.stderr.write(f"{PROG}: error: {where}{exc.strerror or exc}\n")
         return EXIT_USAGE
+
+
+def _closed(stream: TextIO) -> bool:
+    """Whether the reader of `stream` is gone (a pipe whose other end was closed)."""
+    try:
+        fd = stream.fileno()
+    except (AttributeError, ValueError, OSError):  # replaced by tests, or closed
+        return False
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+
+
+def _discard_closed_output() -> None:
+    """Point closed stdout/stderr at /dev/null: Python's flush at exit then has nowhere to
+    fail (the recipe of the Python documentation for SIGPIPE)."""
+    for stream in (sys.stdout, sys.stderr):
+        if _closed(stream):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, stream.fileno())
+            os.close(devnull)
 
 
 def run() -> None:

@@ -42,7 +42,11 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="PEP 503/691 simple index URL or local folder, in order of "
                              "preference (default: PyPI, then the PyTorch variant indexes)")
     parser.add_argument("--out", default=None, metavar="DIR",
-                        help="output folder (default: ./torchstack-RELEASE)")
+                        help="output folder (default: ./torchstack-RELEASE); written as one "
+                             "set by swapping in a new folder with the old one's content, "
+                             "mode and group (a symlink is followed and stays), so not the "
+                             "current folder, an ancestor of it, the home folder or /; "
+                             "concurrent runs into one folder take turns")
     parser.add_argument("--force", action="store_true", help="replace existing files in --out")
     parser.add_argument("--offline", action="store_true",
                         help="answer from the embedded catalog instead of the indexes")
