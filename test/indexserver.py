@@ -30,6 +30,8 @@ Server-wide switches (attributes, change them at any time):
 - ranges: False answers Range requests with 200 and the whole file (still saying
   Accept-Ranges: bytes), like a server without range support
 - gzip: True compresses pages and metadata files when the client accepts gzip
+- credentials: None, or (user, password) that every request must carry as HTTP basic auth
+  (401 without them)
 
 Faults on one URL path (page_path(), file_path(), metadata_path() give them), for the next
 `times` requests (None: every request):
@@ -39,6 +41,15 @@ Faults on one URL path (page_path(), file_path(), metadata_path() give them), fo
   Content-Length (a well-formed answer with a truncated JSON or HTML page)
 - cut(path, times=None): announce the whole body, send half, close the connection
 - redirect(path, location, times=None): answer 301 to `location` (any URL)
+- trickle(path, interval, times=None, headers=False): send the body (with `headers`, the status
+  line and headers too) one byte every `interval` seconds, like a server that never quite stalls
+- answer(path, status, body, content_type, times=None): answer this instead (a login page, a
+  page of any JSON)
+- gzip_bomb(path, size, times=None): answer 200 with a gzip body (Content-Encoding: gzip, a JSON
+  Content-Type) that inflates to `size` zero bytes; about a thousandth of that is sent
+
+A wheel whose METADATA is a deflate bomb: `metadata_bomb(project, version, inflated, claimed)`
+gives its bytes; serve it with add(..., metadata="none") so that clients read it by ranges.
 
 What happened: `bytes_sent` counts response body bytes written to sockets, `hits` lists every
 request as a Hit (method, path, status, range, accept, sent: the body bytes the answer carries),
@@ -47,15 +58,19 @@ recorded when its headers go out; `hits_of(path)` gives those of one path.
 
 from __future__ import annotations
 
+import base64
+import functools
 import gzip
 import hashlib
 import html
 import io
 import json
 import re
+import struct
 import sys
 import threading
 import zipfile
+import zlib
 from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
@@ -108,6 +123,7 @@ class Hit:
     range: str | None
     accept: str | None
     sent: int
+    authorization: str | None = None
 
 
 @dataclass
@@ -117,6 +133,9 @@ class _Fault:
     status: int = 500
     seconds: float = 0.0
     location: str = ""
+    body: bytes = b""
+    content_type: str = ""
+    headers: bool = False
 
 
 @dataclass
@@ -135,6 +154,7 @@ class IndexServer:
         self.html_hashes = True
         self.ranges = True
         self.gzip = False
+        self.credentials: tuple[str, str] | None = None
         self.stopping = threading.Event()
         self._lock = threading.Lock()
         self._state = _State()
@@ -186,7 +206,7 @@ class IndexServer:
             requires_python: str | None = None, metadata: str = "announced",
             sha256: str = "right") -> ServedFile:
         """Serve `data` as `filename` of `project`; the name may hold any character."""
-        if metadata_bytes is None:
+        if metadata_bytes is None and metadata != "none":
             metadata_bytes = _wheel_metadata(data)
         return self._add(ServedFile(canonicalize_name(project), filename, None, data,
                                     hashlib.sha256(data).hexdigest(), len(data), metadata_bytes,
@@ -233,6 +253,19 @@ class IndexServer:
 
     def redirect(self, path: str, location: str, times: int | None = None) -> None:
         self._fault(path, _Fault("redirect", times, location=location))
+
+    def trickle(self, path: str, interval: float, times: int | None = None,
+                headers: bool = False) -> None:
+        self._fault(path, _Fault("trickle", times, seconds=interval, headers=headers))
+
+    def answer(self, path: str, status: int, body: bytes, content_type: str,
+               times: int | None = None) -> None:
+        self._fault(path, _Fault("answer", times, status=status, body=body,
+                                 content_type=content_type))
+
+    def gzip_bomb(self, path: str, size: int, times: int | None = None) -> None:
+        self._fault(path, _Fault("answer", times, status=200, body=gzip_zeros(size),
+                                 content_type=JSON_TYPE, location="gzip"))
 
     def _fault(self, path: str, fault: _Fault) -> None:
         with self._lock:
@@ -396,17 +429,49 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _get(self) -> None:
         path = urlsplit(self.path).path
+        if not self._authorized():
+            self._answer(401, b"credentials needed\n", "text/plain",
+                         {"WWW-Authenticate": 'Basic realm="index"'})
+            return
         faults = self.index.take_faults(path)
         for fault in faults:
             if fault.kind == "delay" and self.index.stopping.wait(fault.seconds):
                 return
-        failure = next((f for f in faults if f.kind in ("fail", "redirect")), None)
+        self._trickle = next((f for f in faults if f.kind == "trickle"), None)
+        failure = next((f for f in faults if f.kind in ("fail", "redirect", "answer")), None)
         if failure is not None and failure.kind == "fail":
             self._answer(failure.status, b"injected failure\n", "text/plain")
+        elif failure is not None and failure.kind == "answer":
+            extra = {"Content-Encoding": failure.location} if failure.location else {}
+            self._answer(failure.status, failure.body, failure.content_type, extra)
         elif failure is not None:
             self._answer(301, b"", "text/plain", {"Location": failure.location})
         else:
             self._route(unquote(path), {f.kind for f in faults})
+
+    def _authorized(self) -> bool:
+        if self.index.credentials is None:
+            return True
+        expected = base64.b64encode(":".join(self.index.credentials).encode()).decode()
+        return self.headers.get("Authorization") == f"Basic {expected}"
+
+    def flush_headers(self) -> None:
+        trickle = getattr(self, "_trickle", None)
+        buffer: list[bytes] = getattr(self, "_headers_buffer", [])
+        if trickle is not None and trickle.headers and buffer:
+            data = b"".join(buffer)
+            buffer.clear()
+            self._slowly(data, trickle.seconds)
+        else:
+            super().flush_headers()
+
+    def _slowly(self, data: bytes, interval: float) -> bool:
+        """Write `data` a byte at a time, `interval` seconds apart; False when cut off."""
+        for position in range(len(data)):
+            if self.index.stopping.wait(interval):
+                return False
+            self.wfile.write(data[position:position + 1])
+        return True
 
     def _route(self, path: str, faults: AbstractSet[str]) -> None:
         if path == "/simple/":
@@ -497,8 +562,14 @@ class _Handler(BaseHTTPRequestHandler):
     def _write(self, chunk: bytes) -> bool:
         """Write and count a piece of body (counted first: the client may read it at once)."""
         self.index.count(len(chunk))
+        trickle = getattr(self, "_trickle", None)
         try:
-            self.wfile.write(chunk)
+            if trickle is not None:
+                if not self._slowly(chunk, trickle.seconds):
+                    self.close_connection = True
+                    return False
+            else:
+                self.wfile.write(chunk)
         except OSError:  # the client hung up (as it should on a 200 to a range request)
             self.index.count(-len(chunk))
             self.close_connection = True
@@ -511,7 +582,8 @@ class _Handler(BaseHTTPRequestHandler):
         announced = length // 2 if "truncate" in faults else length
         send = length // 2 if faults & {"truncate", "cut"} else length
         self.index.record(Hit("GET", self.path, status, self.headers.get("Range"),
-                              self.headers.get("Accept"), send))
+                              self.headers.get("Accept"), send,
+                              self.headers.get("Authorization")))
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(announced))
@@ -533,3 +605,45 @@ def _bounds(found: re.Match[str], size: int) -> tuple[int, int] | None:
     first = int(start)
     last = min(int(end), size - 1) if end else size - 1
     return (first, last) if first <= last else None
+
+
+# -- bombs ----------------------------------------------------------------------------------------
+
+_BLOCK = 1 << 20
+
+
+@functools.lru_cache(maxsize=8)
+def _deflated_zeros(size: int) -> tuple[bytes, int]:
+    """A raw deflate stream of `size` zero bytes (a whole number of MiB, at least one), built from
+    one compressed block repeated (full flushes make the blocks alike), and its CRC-32."""
+    blocks = max(1, size // _BLOCK)
+    compressor = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+    first = compressor.compress(bytes(_BLOCK)) + compressor.flush(zlib.Z_FULL_FLUSH)
+    again = compressor.compress(bytes(_BLOCK)) + compressor.flush(zlib.Z_FULL_FLUSH)
+    crc = 0
+    for _ in range(blocks):
+        crc = zlib.crc32(bytes(_BLOCK), crc)
+    return first + again * (blocks - 1) + compressor.flush(), crc
+
+
+def gzip_zeros(size: int) -> bytes:
+    """A gzip member that inflates to `size` zero bytes (rounded down to whole MiB)."""
+    data, crc = _deflated_zeros(size)
+    inflated = max(1, size // _BLOCK) * _BLOCK
+    return (b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff" + data
+            + struct.pack("<2L", crc, inflated & 0xFFFFFFFF))
+
+
+def metadata_bomb(project: str, version: str, inflated: int, claimed: int | None = None) -> bytes:
+    """A one-member wheel whose `*.dist-info/METADATA` is deflated zeros that inflate to
+    `inflated` bytes (whole MiB); its zip headers say `claimed` (default: the truth)."""
+    data, crc = _deflated_zeros(inflated)
+    size = max(1, inflated // _BLOCK) * _BLOCK if claimed is None else claimed
+    name = f"{project}-{version}.dist-info/METADATA".encode()
+    local = struct.pack("<4s5H3L2H", b"PK\x03\x04", 20, 0, 8, 0, 0x21, crc, len(data), size,
+                        len(name), 0) + name
+    central = struct.pack("<4s6H3L5H2L", b"PK\x01\x02", 20, 20, 0, 8, 0, 0x21, crc, len(data),
+                          size, len(name), 0, 0, 0, 0, 0, 0) + name
+    end = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, 1, 1, len(central),
+                      len(local) + len(data), 0)
+    return local + data + central + end

@@ -178,7 +178,8 @@ class TestParseHtml:
         assert found.filename == "torch-2.13.0+cpu-cp311-cp311-linux_x86_64.whl"
 
     def test_anchors_without_href_are_not_files(self) -> None:
-        assert parse_html("d", '<a name="top">top</a><p>nothing</p>', PAGE) == []
+        page = '<a name="top">top</a><a href="d-1.tar.gz">d-1.tar.gz</a>'
+        assert [f.filename for f in parse_html("d", page, PAGE)] == ["d-1.tar.gz"]
 
 
 class TestParseJson:
@@ -190,7 +191,7 @@ class TestParseJson:
         (found,) = parse_json("demo", page, PAGE)
         assert found == IndexFile("demo", "demo-1.0-py3-none-any.whl",
                                   "https://example.org/f/demo-1.0-py3-none-any.whl", "ab", 12,
-                                  ">=3.9", True, True, "cd")
+                                  ">=3.9", True, True, "cd", yanked_reason="broken")
 
     @pytest.mark.parametrize(("page", "match"), [
         ('{"meta": {"api-version": "1.0"}, "files": [{"filen', "invalid JSON"),  # truncated
@@ -286,8 +287,8 @@ class TestFiles:
         assert set(HOSTILE) <= set(names)
 
     def test_missing_project(self, server: IndexServer) -> None:
-        with pytest.raises(ProjectNotFoundError,
-                           match=rf"'nothing-here' is not on the index '{server.index_url}'"):
+        with pytest.raises(ProjectNotFoundError, match=rf"^{server.index_url}nothing-here/ "
+                                                       "answered HTTP 404 for nothing-here$"):
             client(server).files("nothing_here")
         assert len(server.hits_of(server.page_path("nothing-here"))) == 1  # a 404 is final
 

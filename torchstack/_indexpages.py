@@ -1,7 +1,9 @@
 """What a simple index says about one project: PEP 691 JSON, PEP 503 HTML, a flat folder.
 
 Pure parsers: text in, `IndexFile` list out. Relative file URLs are resolved against the page
-URL (or a `<base href>`), the hash travels in `sha256`, never in the URL fragment.
+URL (or a `<base href>`), the hash travels in `sha256`, never in the URL fragment. Every field
+of a JSON page is type-checked; a page that cannot be an index (a login form, an HTML page
+without links to distribution files) is refused as such rather than read as "no files".
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import reprlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from html.parser import HTMLParser
@@ -28,10 +31,17 @@ from torchstack.errors import TorchstackError
 
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 _ARCHIVES = (".whl", ".tar.gz", ".zip")
+_DISTRIBUTIONS = (*_ARCHIVES, ".tar.bz2", ".tar.xz", ".tgz", ".tar", ".egg", ".exe", ".msi",
+                  ".rpm", ".dmg", ".deb")
 
 
 class PageError(TorchstackError):
-    """A project page that is not valid PEP 691 JSON or PEP 503 HTML."""
+    """A project page that is not valid PEP 691 JSON or PEP 503 HTML (perhaps cut short)."""
+
+
+class NotAnIndexPageError(PageError):
+    """A complete page that is no project page: wrong JSON types, a login page, ... (no retry
+    would change it)."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +57,7 @@ class IndexFile:
     yanked: bool
     core_metadata: bool  # PEP 658/714: the index announces `<url>.metadata`
     metadata_sha256: str | None = None  # hash of that .metadata file, when the index gives one
+    yanked_reason: str | None = None  # PEP 592: why, when the index says
 
 
 def parse_page(project: str, body: bytes, content_type: str, page_url: str) -> list[IndexFile]:
@@ -63,44 +74,91 @@ def parse_page(project: str, body: bytes, content_type: str, page_url: str) -> l
 
 
 def parse_json(project: str, text: str, page_url: str) -> list[IndexFile]:
-    """The files of a PEP 691 JSON project page (API version 1.x)."""
+    """The files of a PEP 691 JSON project page (API version 1.x), every field type-checked."""
     try:
         data = json.loads(text)
+    except RecursionError:
+        raise NotAnIndexPageError("JSON nested too deeply to be a project page") from None
     except ValueError as exc:
         raise PageError(f"invalid JSON ({exc})") from exc
-    if not isinstance(data, dict) or not isinstance(data.get("files"), list):
-        raise PageError("a JSON object with a 'files' list was expected")
-    version = str((data.get("meta") or {}).get("api-version", ""))
-    if not version.startswith("1."):
-        raise PageError(f"unsupported PEP 691 api-version {version!r}")
-    return [_json_file(canonicalize_name(project), entry, page_url) for entry in data["files"]]
+    if not isinstance(data, dict):
+        raise NotAnIndexPageError(f"JSON that is not a PEP 691 project page (a "
+                                  f"{kind_of(data)}, not an object)")
+    meta, files = data.get("meta"), data.get("files")
+    if not isinstance(meta, dict):
+        raise NotAnIndexPageError(f"JSON that is not a PEP 691 project page ('meta' is "
+                                  f"{kind_of(meta)}, not an object)")
+    version = meta.get("api-version")
+    if not isinstance(version, str) or not version.startswith("1."):
+        raise NotAnIndexPageError(f"unsupported PEP 691 api-version {version!r:.40}")
+    if not isinstance(files, list):
+        raise NotAnIndexPageError(f"JSON that is not a PEP 691 project page (a 'files' list "
+                                  f"was expected, not {kind_of(files)})")
+    name = canonicalize_name(project)
+    return [_json_file(name, entry, position, page_url)
+            for position, entry in enumerate(files)]
 
 
-def _json_file(project: str, entry: Any, page_url: str) -> IndexFile:
+def _json_file(project: str, entry: Any, position: int, page_url: str) -> IndexFile:
+    where = f"files[{position}]"
     if not isinstance(entry, dict) or not isinstance(entry.get("filename"), str) \
             or not isinstance(entry.get("url"), str):
-        raise PageError(f"a file entry lacks 'filename' or 'url': {entry!r:.200}")
-    hashes = entry.get("hashes") or {}
+        raise NotAnIndexPageError(f"{where} lacks 'filename' or 'url': {_short(entry)}")
+    where = f"{where} ({entry['filename']!r:.80})"
+    hashes = _typed(entry, "hashes", (dict, type(None)), where) or {}
     metadata = entry.get("core-metadata", entry.get("dist-info-metadata", False))
-    size = entry.get("size")
-    requires = entry.get("requires-python")
+    if not isinstance(metadata, (bool, dict, type(None))):
+        raise NotAnIndexPageError(f"{where}: 'core-metadata' is {kind_of(metadata)}, not a "
+                                  "boolean or an object")
+    size = _typed(entry, "size", (int, type(None)), where)
+    requires = _typed(entry, "requires-python", (str, type(None)), where)
+    yanked = _typed(entry, "yanked", (bool, str, type(None)), where)
     return IndexFile(
         project=project, filename=entry["filename"], url=_absolute(page_url, entry["url"]),
-        sha256=_sha256_of(hashes), size=size if isinstance(size, int) else None,
-        requires_python=requires if isinstance(requires, str) and requires else None,
-        yanked=bool(entry.get("yanked", False)), core_metadata=bool(metadata),
-        metadata_sha256=_sha256_of(metadata) if isinstance(metadata, dict) else None,
+        sha256=_sha256_of(hashes, f"{where}: 'hashes'"),
+        size=size if isinstance(size, int) and not isinstance(size, bool) else None,
+        requires_python=requires or None, yanked=yanked is not None and yanked is not False,
+        core_metadata=bool(metadata),
+        metadata_sha256=(_sha256_of(metadata, f"{where}: 'core-metadata'")
+                         if isinstance(metadata, dict) else None),
+        yanked_reason=yanked if isinstance(yanked, str) and yanked else None,
     )
 
 
-def _sha256_of(hashes: Any) -> str | None:
-    value = hashes.get("sha256") if isinstance(hashes, Mapping) else None
-    return value.lower() if isinstance(value, str) else None
+def _typed(entry: dict[str, Any], key: str, types: tuple[type, ...], where: str) -> Any:
+    value = entry.get(key)
+    if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+        raise NotAnIndexPageError(f"{where}: {key!r} is {kind_of(value)}, not "
+                                  f"{' or '.join(TYPE_NAMES[t] for t in types)}")
+    return value
+
+
+def _sha256_of(hashes: Mapping[str, Any], where: str) -> str | None:
+    value = hashes.get("sha256")
+    if value is not None and not isinstance(value, str):
+        raise NotAnIndexPageError(f"{where}: the sha256 is {kind_of(value)}, not a string")
+    return value.lower() if value else None
+
+
+TYPE_NAMES = {dict: "an object", list: "a list", str: "a string", int: "an integer",
+              bool: "a boolean", float: "a number", type(None): "null"}
+
+
+def kind_of(value: Any) -> str:
+    """What a JSON value is, in words: "an object", "null", ..."""
+    return TYPE_NAMES.get(type(value), type(value).__name__)
+
+
+def _short(value: Any) -> str:
+    return reprlib.repr(value)  # depth and length bounded, whatever the page nests
 
 
 def _absolute(page_url: str, href: str) -> str:
-    parts = urlsplit(urljoin(page_url, href))
-    return urlunsplit((parts.scheme, parts.netloc, parts.path, parts.query, ""))
+    try:
+        parts = urlsplit(urljoin(page_url, href))
+        return urlunsplit((parts.scheme, parts.netloc, parts.path, parts.query, ""))
+    except ValueError as exc:  # e.g. an unclosed IPv6 bracket
+        raise NotAnIndexPageError(f"an unusable file URL {href!r:.120} ({exc})") from exc
 
 
 def parse_html(project: str, text: str, page_url: str) -> list[IndexFile]:
@@ -111,22 +169,44 @@ def parse_html(project: str, text: str, page_url: str) -> list[IndexFile]:
         parser.close()
     except AssertionError as exc:  # html.parser's way of refusing malformed markup
         raise PageError(f"unparsable HTML ({exc})") from exc
-    base = urljoin(page_url, parser.base) if parser.base else page_url
+    base = _absolute(page_url, parser.base) if parser.base else page_url
     name = canonicalize_name(project)
-    return [_html_file(name, attrs, text, base) for attrs, text in parser.anchors]
+    files = [_html_file(name, attrs, text, base) for attrs, text in parser.anchors]
+    why = _not_an_index(parser, files)
+    if why:
+        raise NotAnIndexPageError(f"a page that is not a simple index ({why}: a login page?)")
+    return files
+
+
+def _not_an_index(parser: _AnchorParser, files: list[IndexFile]) -> str | None:
+    """Why an HTML page cannot be a project page, or None. A simple index lists distribution
+    files; a page with a password field, or with no link to an archive and either a form or
+    no PEP 629 repository version, is something else answering in its place."""
+    if parser.password:
+        return "it asks for a password"
+    if any(name.lower().endswith(_DISTRIBUTIONS) for f in files
+           for name in (f.filename, urlsplit(f.url).path)):
+        return None
+    if parser.form:
+        return "a form and no links to distribution files"
+    if not parser.repository_version:
+        return "no links to distribution files"
+    return None
 
 
 def _html_file(project: str, attrs: dict[str, str | None], text: str, base: str) -> IndexFile:
-    url = urljoin(base, attrs.get("href") or "")
-    fragment = urlsplit(url).fragment
+    url = _absolute(base, attrs.get("href") or "")
+    fragment = urlsplit(urljoin(base, attrs.get("href") or "")).fragment
     algorithm, _, digest = fragment.partition("=")
     metadata = attrs.get("data-core-metadata", attrs.get("data-dist-info-metadata"))
+    reason = attrs.get("data-yanked")
     return IndexFile(
         project=project, filename=text.strip() or unquote(urlsplit(url).path.rpartition("/")[2]),
-        url=_absolute(url, ""), sha256=digest.lower() if algorithm == "sha256" and digest else None,
+        url=url, sha256=digest.lower() if algorithm == "sha256" and digest else None,
         size=None, requires_python=attrs.get("data-requires-python") or None,
-        yanked="data-yanked" in attrs, core_metadata=metadata is not None and metadata != "false",
-        metadata_sha256=_fragment_sha256(metadata),
+        yanked="data-yanked" in attrs,
+        core_metadata=metadata is not None and metadata != "false",
+        metadata_sha256=_fragment_sha256(metadata), yanked_reason=reason or None,
     )
 
 
@@ -136,21 +216,30 @@ def _fragment_sha256(value: str | None) -> str | None:
 
 
 class _AnchorParser(HTMLParser):
-    """Collects `<a>` attributes and text, and the first `<base href>`."""
+    """Collects `<a>` attributes and text, the first `<base href>`, and what marks a page as
+    a simple index (PEP 629 meta) or as something else (a form, a password field)."""
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
         self.anchors: list[tuple[dict[str, str | None], str]] = []
         self.base: str | None = None
+        self.form = self.password = self.repository_version = False
         self._open: dict[str, str | None] | None = None
         self._text: list[str] = []
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
         if tag == "base" and self.base is None:
-            self.base = dict(attrs).get("href")
-        elif tag == "a" and any(key == "href" for key, _ in attrs):
+            self.base = found.get("href")
+        elif tag == "a" and "href" in found:
             self._close_anchor()
-            self._open, self._text = dict(attrs), []
+            self._open, self._text = found, []
+        elif tag == "form":
+            self.form = True
+        elif tag == "input" and (found.get("type") or "").lower() == "password":
+            self.password = True
+        elif tag == "meta" and found.get("name") == "pypi:repository-version":
+            self.repository_version = True
 
     def handle_data(self, data: str) -> None:
         if self._open is not None:

@@ -4,6 +4,10 @@ The order of reads follows the zip format (APPNOTE 4.3): the end of central dire
 (and its ZIP64 twin) in the file's tail, the central directory, then the local header and the
 compressed data of the one member wanted. Reads that fall inside the tail already fetched cost
 nothing; the caller's `read(offset, length)` is asked only for the rest.
+
+What a zip says about sizes is not believed: the central directory is read only up to
+MAX_DIRECTORY bytes and the member only up to `limit` bytes, packed and inflated (inflation
+stops there, so a member that claims 1 KiB and inflates to 1 GiB costs `limit`).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
+from torchstack._http import size_text
 from torchstack.errors import TorchstackError
 
 Reader = Callable[[int, int], bytes]  # (offset, length) -> exactly `length` bytes
@@ -31,6 +36,8 @@ _LOCAL_SLACK = 1024
 TAIL = _EOCD.size + _MAX_COMMENT + _ZIP64_LOCATOR.size + _ZIP64_EOCD.size
 _METADATA = re.compile(r"^([^/]+)\.dist-info/METADATA$")
 _UTF8_NAMES = 0x800
+MAX_DIRECTORY = 64 << 20  # a torch wheel's central directory is about 2 MB
+MAX_METADATA = 8 << 20  # a METADATA file is a few kB; torch's is 3 kB
 
 
 class ZipDirectoryError(TorchstackError):
@@ -68,16 +75,22 @@ class _Ranges:
         return self.read_range(offset, length)
 
 
-def read_dist_info_metadata(read: Reader, size: int, tail: bytes, project: str) -> bytes:
-    """The uncompressed `*.dist-info/METADATA` of the wheel of `project` (tail: its last bytes)."""
+def read_dist_info_metadata(read: Reader, size: int, tail: bytes, project: str, *,
+                            limit: int = MAX_METADATA,
+                            max_directory: int = MAX_DIRECTORY) -> bytes:
+    """The uncompressed `*.dist-info/METADATA` of the wheel of `project` (tail: its last bytes),
+    at most `limit` bytes of it, from a central directory of at most `max_directory` bytes."""
     ranges = _Ranges(read, size, tail)
     offset, length = central_directory(ranges)
+    if length > max_directory:
+        raise ZipDirectoryError(f"a central directory of {length} bytes, over the limit of "
+                                f"{size_text(max_directory)} for a wheel's zip directory")
     member = _choose_metadata(list(members(ranges.read(offset, length))), project)
-    return read_member(ranges, member)
+    return read_member(ranges, member, limit)
 
 
-def file_dist_info_metadata(path: Path, project: str) -> bytes:
-    """The uncompressed `*.dist-info/METADATA` of a wheel on disk."""
+def file_dist_info_metadata(path: Path, project: str, *, limit: int = MAX_METADATA) -> bytes:
+    """The uncompressed `*.dist-info/METADATA` of a wheel on disk (at most `limit` bytes)."""
     with open(path, "rb") as handle:
 
         def read(offset: int, length: int) -> bytes:
@@ -85,7 +98,8 @@ def file_dist_info_metadata(path: Path, project: str) -> bytes:
             return handle.read(length)
 
         size = path.stat().st_size
-        return read_dist_info_metadata(read, size, read(max(0, size - TAIL), TAIL), project)
+        return read_dist_info_metadata(read, size, read(max(0, size - TAIL), TAIL), project,
+                                       limit=limit)
 
 
 def central_directory(ranges: _Ranges) -> tuple[int, int]:
@@ -122,7 +136,7 @@ def members(directory: bytes) -> Iterator[Member]:
         start = position + _CENTRAL.size
         raw_name = directory[start:start + name_length]
         extra = directory[start + name_length:start + name_length + extra_length]
-        name = raw_name.decode("utf-8" if fields[5] & _UTF8_NAMES else "cp437")
+        name = raw_name.decode("utf-8" if fields[5] & _UTF8_NAMES else "cp437", "replace")
         compressed, uncompressed, offset = _zip64_sizes(fields[10], fields[11], fields[18], extra)
         yield Member(name, fields[6], fields[9], compressed, uncompressed, offset)
         position = start + name_length + extra_length + comment_length
@@ -164,8 +178,13 @@ def _choose_metadata(entries: list[Member], project: str) -> Member:
     return found[0]
 
 
-def read_member(ranges: _Ranges, member: Member) -> bytes:
-    """A member's uncompressed data, checked against its size and CRC-32."""
+def read_member(ranges: _Ranges, member: Member, limit: int = MAX_METADATA) -> bytes:
+    """A member's uncompressed data, checked against its size and CRC-32; ZipDirectoryError
+    when it says or turns out to be over `limit` bytes."""
+    if max(member.uncompressed, member.compressed) > limit:
+        raise ZipDirectoryError(f"{member.name!r} is {max(member.uncompressed, member.compressed)}"
+                                f" bytes, over the limit of {size_text(limit)} for a METADATA "
+                                "file (max_metadata)")
     # one read for header and data, with room for the local name and extra field
     guess = min(_LOCAL.size + _LOCAL_SLACK + member.compressed, ranges.size - member.header_offset)
     block = ranges.read(member.header_offset, guess)
@@ -176,13 +195,13 @@ def read_member(ranges: _Ranges, member: Member) -> bytes:
     packed = block[start:start + member.compressed]
     if len(packed) < member.compressed:
         packed = ranges.read(member.header_offset + start, member.compressed)
-    data = _inflate(member, packed)
+    data = _inflate(member, packed, limit)
     if len(data) != member.uncompressed or zlib.crc32(data) != member.crc:
         raise ZipDirectoryError(f"{member.name!r} fails its size or CRC-32 check")
     return data
 
 
-def _inflate(member: Member, data: bytes) -> bytes:
+def _inflate(member: Member, data: bytes, limit: int) -> bytes:
     if member.method == 0:
         return data
     if member.method != 8:
@@ -190,6 +209,11 @@ def _inflate(member: Member, data: bytes) -> bytes:
                                 "not stored (0) or deflate (8)")
     try:
         inflater = zlib.decompressobj(-zlib.MAX_WBITS)
-        return inflater.decompress(data) + inflater.flush()
+        inflated = inflater.decompress(data, limit + 1)
     except zlib.error as exc:
         raise ZipDirectoryError(f"{member.name!r} does not inflate: {exc}") from exc
+    if len(inflated) > limit:
+        raise ZipDirectoryError(f"{member.name!r} inflates to more than the limit of "
+                                f"{size_text(limit)} for a METADATA file (max_metadata; its "
+                                "sizes in the zip are false)")
+    return inflated

@@ -4,10 +4,14 @@
 `RecordingIndex`, which keeps every answer it passed on (file lists with hashes and sizes,
 the Requires-Dist of each metadata read) with the URL it came from and the date. `generate
 --offline` replays them through a `CatalogIndex`, which answers exactly as the index did.
+
+A catalog file is checked whole when loaded (every field's type, with its path in the message);
+URLs are recorded without their credentials (user:token@).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import email.message
 import json
@@ -20,19 +24,28 @@ from urllib.parse import unquote
 
 from packaging.utils import canonicalize_name
 
+from torchstack._indexpages import TYPE_NAMES, kind_of
 from torchstack.errors import TorchstackError
 from torchstack.index import (
     IndexAccessError,
     IndexFile,
     IndexUnreachableError,
     ProjectNotFoundError,
+    strip_userinfo,
 )
-from torchstack.release import Index, wheel_name_version
+from torchstack.release import Index, ReleaseError, wheel_name_version
 
 log = logging.getLogger(__name__)
 
 SCHEMA = 1
 _ARCH_SUFFIXES = ("x86_64.whl", "aarch64.whl", "-any.whl")
+_NONE = type(None)
+_ENTRY = {"project": (str,), "filename": (str,), "url": (str,), "sha256": (str, _NONE),
+          "size": (int, _NONE), "requires_python": (str, _NONE), "yanked": (bool,),
+          "core_metadata": (bool,), "metadata_sha256": (str, _NONE),
+          "yanked_reason": (str, _NONE)}  # the fields of IndexFile
+_OPTIONAL = {f.name for f in dataclasses.fields(IndexFile)
+             if f.default is not dataclasses.MISSING}
 
 
 class CatalogError(TorchstackError):
@@ -53,7 +66,8 @@ class RecordingIndex:
 
     def __init__(self, index: Index, today: str | None = None) -> None:
         self.index = index
-        self.record = _Recorded(index.location, today or datetime.date.today().isoformat())
+        self.record = _Recorded(strip_userinfo(index.location),
+                                today or datetime.date.today().isoformat())
 
     @property
     def location(self) -> str:
@@ -64,10 +78,10 @@ class RecordingIndex:
             files = self.index.files(project)
         except IndexAccessError as exc:
             if not isinstance(exc, ProjectNotFoundError):
-                self.record.unreachable = str(exc)
+                self.record.unreachable = strip_userinfo(str(exc))
             raise
         kept = [f for f in files if f.filename.endswith(_ARCH_SUFFIXES) and not f.yanked]
-        self.record.projects[canonicalize_name(project)] = [asdict(f) for f in kept]
+        self.record.projects[canonicalize_name(project)] = [_entry(f) for f in kept]
         return files
 
     def touched_only(self) -> None:
@@ -83,26 +97,37 @@ class RecordingIndex:
 
     def metadata(self, file: IndexFile) -> email.message.Message:
         message = self.index.metadata(file)
-        self.record.metadata[file.url] = list(message.get_all("Requires-Dist") or ())
+        self.record.metadata[strip_userinfo(file.url)] = list(
+            message.get_all("Requires-Dist") or ())
         return message
+
+
+def _entry(file: IndexFile) -> dict[str, Any]:
+    """A file as the catalog records it: no credentials, no yanked reason (none is kept)."""
+    entry = asdict(file)
+    entry["url"] = strip_userinfo(file.url)
+    del entry["yanked_reason"]
+    return entry
 
 
 class CatalogIndex:
     """Answers of one recorded index, replayed."""
 
-    def __init__(self, record: dict[str, Any], source: str) -> None:
-        try:
-            self._location = str(record["location"])
-            self.recorded = str(record["recorded"])
-            self._projects: dict[str, list[dict[str, Any]]] = dict(record["projects"])
-            self._metadata: dict[str, list[str]] = dict(record["metadata"])
-            self.unreachable = str(record.get("unreachable", ""))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise CatalogError(f"{source}: malformed index record: {exc}") from exc
+    def __init__(self, record: dict[str, Any], source: str, where: str = "index") -> None:
+        _check_record(record, source, where)
+        self._location = strip_userinfo(record["location"])
+        self.recorded: str = record["recorded"]
+        self._projects: dict[str, list[dict[str, Any]]] = dict(record["projects"])
+        self._metadata: dict[str, list[str]] = dict(record["metadata"])
+        self.unreachable: str = record.get("unreachable", "")
         self.source = source
         # resolution reads one file's metadata per version: any file of it answers alike
-        self._by_version = {_version_key(url.rsplit("/", 1)[-1]): lines
-                            for url, lines in self._metadata.items()}
+        self._by_version = {}
+        for url, lines in self._metadata.items():
+            try:
+                self._by_version[_version_key(url.rsplit("/", 1)[-1])] = lines
+            except ReleaseError as exc:
+                raise CatalogError(f"{source}: {where}.metadata[{url!r:.200}]: {exc}") from exc
 
     @property
     def location(self) -> str:
@@ -119,10 +144,7 @@ class CatalogIndex:
         entries = self._projects.get(canonicalize_name(project))
         if entries is None:
             return []  # the catalog recorded no answer: as an index without the project
-        try:
-            return [IndexFile(**entry) for entry in entries]
-        except TypeError as exc:
-            raise CatalogError(f"{self.source}: malformed file entry of {project!r}") from exc
+        return [IndexFile(**entry) for entry in entries]  # checked when loaded
 
     def recorded_requires(self, file: IndexFile) -> list[str]:
         """The Requires-Dist recorded for the version of `file`; [] when none was read."""
@@ -179,19 +201,66 @@ def load(release: str, folder: Path | None = None) -> list[CatalogIndex]:
                            f"{', '.join(releases(folder)) or 'nothing'}); generate online")
     try:
         data = json.loads(path.read_text())
+    except RecursionError:
+        raise CatalogError(f"{path}: unreadable catalog: JSON nested too deeply") from None
     except (OSError, ValueError) as exc:
         raise CatalogError(f"{path}: unreadable catalog: {exc}") from exc
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise CatalogError(f"{path}: not a catalog of schema {SCHEMA}")
-    return [CatalogIndex(record, str(path)) for record in data.get("indexes", [])]
+    _typed(data.get("release", release), (str,), str(path), "release")
+    records = _typed(data.get("indexes", []), (list,), str(path), "indexes")
+    return [CatalogIndex(record, str(path), f"indexes[{number}]")
+            for number, record in enumerate(records)]
+
+
+def _check_record(record: Any, source: str, where: str) -> None:
+    """CatalogError naming the file and the field, for anything of another type than
+    `CatalogIndex` reads and replays."""
+    _typed(record, (dict,), source, where)
+    for key in ("location", "recorded"):
+        _typed(record.get(key, ...), (str,), source, f"{where}.{key}")
+    _typed(record.get("unreachable", ""), (str,), source, f"{where}.unreachable")
+    projects = _typed(record.get("projects", ...), (dict,), source, f"{where}.projects")
+    for project, entries in projects.items():
+        at = f"{where}.projects[{project!r:.80}]"
+        for number, entry in enumerate(_typed(entries, (list,), source, at)):
+            _check_entry(entry, source, f"{at}[{number}]")
+    metadata = _typed(record.get("metadata", ...), (dict,), source, f"{where}.metadata")
+    for url, lines in metadata.items():
+        at = f"{where}.metadata[{url!r:.200}]"
+        for number, line in enumerate(_typed(lines, (list,), source, at)):
+            _typed(line, (str,), source, f"{at}[{number}]")
+
+
+def _check_entry(entry: Any, source: str, where: str) -> None:
+    _typed(entry, (dict,), source, where)
+    unknown = sorted(set(entry) - set(_ENTRY))
+    if unknown:
+        raise CatalogError(f"{source}: {where}: unknown field {unknown[0]!r:.80}")
+    for key, types in _ENTRY.items():
+        if key in entry or key not in _OPTIONAL:
+            _typed(entry.get(key, ...), types, source, f"{where}.{key}")
+
+
+def _typed(value: Any, types: tuple[type, ...], source: str, where: str) -> Any:
+    if isinstance(value, types) and (bool in types or not isinstance(value, bool)):
+        return value
+    found = "missing" if value is ... else kind_of(value)
+    raise CatalogError(f"{source}: {where}: {found}, not "
+                       f"{' or '.join(TYPE_NAMES[t] for t in types)}")
 
 
 def releases(folder: Path | None = None) -> list[str]:
-    """The torch releases the catalog holds, newest first."""
+    """The torch releases the catalog holds, newest first; CatalogError when the folder is
+    not there."""
     from packaging.version import InvalidVersion, Version
 
+    folder = folder or catalog_dir()
+    if not folder.is_dir():
+        raise CatalogError(f"the catalog folder {str(folder)!r} "
+                           f"{'is not a folder' if folder.exists() else 'does not exist'}")
     found = []
-    for path in (folder or catalog_dir()).glob("torch-*.json"):
+    for path in folder.glob("torch-*.json"):
         try:
             found.append(Version(path.stem[len("torch-"):]))
         except InvalidVersion:

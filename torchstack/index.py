@@ -7,21 +7,28 @@ METADATA member, never from the whole wheel. A local folder (a PEP 503 tree or a
 wheels, as a path or a file:// URL) answers the same questions from disk.
 
 Remote URLs must be https://; http:// is accepted for loopback hosts only, for every URL
-fetched (redirects and file URLs included). 5xx answers, connection errors, timeouts and
-truncated pages are retried with exponential backoff, a bounded number of times.
+fetched (redirects and file URLs included). 5xx answers, connection errors, timeouts, missed
+deadlines and truncated pages are retried with exponential backoff, a bounded number of times.
+
+Bounds: each attempt of a request has an overall deadline (`deadline`, 60 s; a whole-file
+download one more second per 512 KiB it announces), whatever the server trickles; a project
+page may inflate to `max_page` bytes (64 MiB), a METADATA file or member to `max_metadata`
+(8 MiB), a wheel's zip directory to 64 MiB. The error says which limit was hit.
+
+Credentials in a URL (https://user:token@host/simple/) are sent, as HTTP basic auth, to that
+scheme, host and port only, and never appear in `location`, in file URLs or in messages.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import email.message
 import email.parser
 import email.policy
 import hashlib
-import ipaddress
 import logging
 import re
 import time
-import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
@@ -32,13 +39,33 @@ import requests
 import urllib3
 from packaging.utils import canonicalize_name
 
-from torchstack import __version__, _zipdir
-from torchstack._indexpages import JSON_TYPE, IndexFile, PageError, flat_files, parse_page
-from torchstack.errors import TorchstackError
+from torchstack import __version__, _http, _zipdir
+from torchstack._http import (
+    FileHashError,
+    IndexAccessError,
+    IndexUnreachableError,
+    InsecureURLError,
+    ProjectNotFoundError,
+    RangeRequestError,
+    SizeLimitError,
+    WheelMetadataError,
+    check_url,
+    is_loopback,
+    strip_userinfo,
+)
+from torchstack._http import Transient as _Transient
+from torchstack._indexpages import (
+    JSON_TYPE,
+    IndexFile,
+    NotAnIndexPageError,
+    PageError,
+    flat_files,
+    parse_page,
+)
 
 __all__ = ["ACCEPT", "FileHashError", "IndexAccessError", "IndexFile", "IndexUnreachableError",
            "InsecureURLError", "ProjectNotFoundError", "RangeRequestError", "SimpleIndex",
-           "WheelMetadataError", "check_url", "is_loopback"]
+           "SizeLimitError", "WheelMetadataError", "check_url", "is_loopback", "strip_userinfo"]
 
 log = logging.getLogger(__name__)
 
@@ -50,74 +77,31 @@ _HEADERS = {"User-Agent": f"torchstack/{__version__}"}
 _MAX_REDIRECTS = 5
 _MAX_BACKOFF = 30.0
 _CHUNK = 1 << 16
+_DOWNLOAD_RATE = 512 << 10  # bytes a second a whole-file download is given time for
+MAX_PAGE = 64 << 20
 _T = TypeVar("_T")
 
 
-class IndexAccessError(TorchstackError):
-    """An index that cannot be read: unreachable, refusing, or answering what is not an index."""
-
-
-class ProjectNotFoundError(IndexAccessError):
-    """A project the index does not list (HTTP 404), or a name no index can list."""
-
-
-class InsecureURLError(IndexAccessError):
-    """A URL of a remote index that is not https:// (http:// is for loopback hosts only)."""
-
-
-class RangeRequestError(IndexAccessError):
-    """A server that does not answer range requests with 206 and Content-Range."""
-
-
-class WheelMetadataError(IndexAccessError):
-    """Core metadata that fails its hash, or a wheel whose METADATA cannot be read."""
-
-
-class FileHashError(IndexAccessError):
-    """A downloaded file whose sha256 differs from the one the index gives."""
-
-
-class IndexUnreachableError(IndexAccessError):
-    """A host whose name does not resolve or that refuses connections: no retry would help."""
-
-
-class _Transient(Exception):
-    """A failure worth another attempt: 5xx, connection error, timeout, truncated answer."""
-
-
-def is_loopback(host: str) -> bool:
-    """Whether `host` (as urlsplit's hostname gives it) names this machine."""
-    if host.rstrip(".") == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def check_url(url: str, *, allow_file: bool = False) -> str:
-    """`url` itself when it may be fetched: https://, http:// on loopback, file:// if allowed."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if (parts.scheme == "https" and host) or (parts.scheme == "http" and is_loopback(host)):
-        return url
-    if parts.scheme == "file" and allow_file:
-        return url
-    also = ", file:// for local indexes" if allow_file else ""
-    raise InsecureURLError(f"{url!r} refused: remote indexes must use https:// "
-                           f"(http:// only on loopback hosts{also})")
-
-
 class SimpleIndex:
-    """One index: an https:// (or loopback http://) URL, a file:// URL, or a folder."""
+    """One index: an https:// (or loopback http://) URL, a file:// URL, or a folder.
 
-    def __init__(self, location: str, *, timeout: float = 30.0, retries: int = 4,
-                 backoff: float = 0.5, session: requests.Session | None = None) -> None:
-        self.location = location
-        self.timeout, self.retries, self.backoff = timeout, retries, backoff
+    `timeout` bounds each socket read, `deadline` each attempt of a request as a whole (None:
+    no deadline); `max_page` and `max_metadata` cap what a page and a METADATA may inflate to.
+    """
+
+    def __init__(self, location: str, *, timeout: float = 30.0, deadline: float | None = 60.0,
+                 retries: int = 4, backoff: float = 0.5, max_page: int = MAX_PAGE,
+                 max_metadata: int = _zipdir.MAX_METADATA,
+                 session: requests.Session | None = None) -> None:
+        self._credentials: dict[str, tuple[str, str]] = {}
+        self.location = self._own(location) if "://" in location else location
+        self.has_credentials = bool(self._credentials)
+        self.timeout, self.deadline = timeout, deadline
+        self.retries, self.backoff = retries, backoff
+        self.max_page, self.max_metadata = max_page, max_metadata
         self.bytes_transferred = 0  # response bodies received, before content decoding
-        self._folder = _local_folder(location)
-        self._base = "" if self._folder else check_url(location.rstrip("/") + "/")
+        self._folder = _local_folder(self.location)
+        self._base = "" if self._folder else check_url(self.location.rstrip("/") + "/")
         self._session = session or requests.Session()
         self._local_hashes: dict[Path, str] = {}
 
@@ -127,6 +111,8 @@ class SimpleIndex:
             raise ProjectNotFoundError(f"{project!r} is not a valid project name")
         name = canonicalize_name(project)
         files = self._folder_files(name) if self._folder else self._page_files(name)
+        files = [f if f.url == (url := self._own(f.url)) else dataclasses.replace(f, url=url)
+                 for f in files]
         log.debug("%s: %d files of %s", self.location, len(files), name)
         return files
 
@@ -151,6 +137,13 @@ class SimpleIndex:
         log.debug("sha256 of %s: %s", file.url, digest)
         return digest
 
+    def _own(self, url: str) -> str:
+        """`url` without credentials, which are kept for its origin (the first ones seen)."""
+        clean, credentials = _http.split_userinfo(url)
+        if credentials is not None:
+            self._credentials.setdefault(_http.origin(clean), credentials)
+        return clean
+
     # -- file lists -----------------------------------------------------------------------
 
     def _folder_files(self, name: str) -> list[IndexFile]:
@@ -159,7 +152,8 @@ class SimpleIndex:
         if page.is_file():
             log.debug("%s: reading %s", self.location, page)
             try:
-                return parse_page(name, page.read_bytes(), "text/html", page.as_uri())
+                return parse_page(name, _read_capped(page, self.max_page, "project page"),
+                                  "text/html", page.as_uri())
             except PageError as exc:
                 raise IndexAccessError(f"{str(page)!r}: {exc}") from exc
         found = flat_files(self._folder, name, self._local_sha256)
@@ -175,14 +169,15 @@ class SimpleIndex:
             response = self._get(url, {"Accept": ACCEPT, "Accept-Encoding": _ENCODINGS})
             if response.status_code in (404, 410):
                 response.close()
-                raise ProjectNotFoundError(f"project {name!r} is not on the index "
-                                           f"{self.location!r} (HTTP {response.status_code} "
-                                           f"from {url})")
+                raise ProjectNotFoundError(f"{url} answered HTTP {response.status_code} for "
+                                           f"{name}")
             self._expect(response, 200)
-            body = self._body(response)
+            body = self._body(response, self.max_page, "project page", "max_page")
             try:
                 return parse_page(name, body, response.headers.get("Content-Type", ""),
                                   response.url)
+            except NotAnIndexPageError as exc:  # complete, and no retry would change it
+                raise IndexAccessError(f"{response.url} answered {exc}") from exc
             except PageError as exc:
                 raise _Transient(f"{response.url} answered {exc}") from exc
 
@@ -191,7 +186,8 @@ class SimpleIndex:
     def _local_sha256(self, path: Path) -> str:
         if path not in self._local_hashes:
             with open(path, "rb") as handle:
-                self._local_hashes[path] = _hash_stream(iter(lambda: handle.read(_CHUNK), b""))
+                self._local_hashes[path] = _http.hash_stream(
+                    iter(lambda: handle.read(_CHUNK), b""))
         return self._local_hashes[path]
 
     # -- metadata ---------------------------------------------------------------------------
@@ -201,7 +197,8 @@ class SimpleIndex:
         url = file.url + ".metadata"
         if self._is_local(url):
             path = self._path_of(url)
-            data = path.read_bytes() if path.is_file() else None
+            data = (_read_capped(path, self.max_metadata, "METADATA file") if path.is_file()
+                    else None)
         else:
             data = self._retrying(url, lambda: self._optional_body(url))
         if data is None:
@@ -219,7 +216,7 @@ class SimpleIndex:
             response.close()
             return None
         self._expect(response, 200)
-        return self._body(response)
+        return self._body(response, self.max_metadata, "METADATA file", "max_metadata")
 
     def _metadata_from_wheel(self, file: IndexFile) -> bytes:
         if not file.filename.endswith(".whl"):
@@ -227,7 +224,8 @@ class SimpleIndex:
                                      "announces no metadata file for it")
         try:
             if self._is_local(file.url):
-                return _zipdir.file_dist_info_metadata(self._path_of(file.url), file.project)
+                return _zipdir.file_dist_info_metadata(self._path_of(file.url), file.project,
+                                                       limit=self.max_metadata)
             return self._remote_metadata(file.url, file.project)
         except _zipdir.ZipDirectoryError as exc:
             raise WheelMetadataError(f"{file.url!r}: {exc}") from exc
@@ -248,16 +246,18 @@ class SimpleIndex:
         if first + len(tail) != size:
             raise RangeRequestError(f"{url} answered a suffix range with bytes "
                                     f"{first}-{first + len(tail) - 1} of {size}")
-        return _zipdir.read_dist_info_metadata(read, size, tail, project)
+        return _zipdir.read_dist_info_metadata(read, size, tail, project,
+                                               limit=self.max_metadata)
 
     # -- HTTP -----------------------------------------------------------------------------
 
     def _retrying(self, what: str, attempt: Callable[[], _T]) -> _T:
-        """attempt(), again after transient failures, with exponential backoff."""
+        """attempt(), within the deadline, again after transient failures (a missed deadline
+        is one), with exponential backoff."""
         last = _Transient(f"{what}: not attempted")
         for number in range(self.retries + 1):
             try:
-                return attempt()
+                return _http.within(self.deadline, what, attempt)
             except _Transient as exc:
                 last = exc
                 if number < self.retries:
@@ -273,19 +273,21 @@ class SimpleIndex:
             try:
                 response = self._session.get(url, headers={**_HEADERS, **headers},
                                              timeout=self.timeout, stream=True,
-                                             allow_redirects=False)
+                                             allow_redirects=False,
+                                             auth=self._credentials.get(_http.origin(url)))
             except (requests.ConnectionError, requests.Timeout) as exc:
-                unreachable = _unreachable(exc)
+                unreachable = _http.unreachable(exc)
                 if unreachable:
                     raise IndexUnreachableError(f"{url}: {unreachable}") from exc
                 raise _Transient(f"{url}: {exc}") from exc
             except requests.RequestException as exc:  # an unusable URL: no retry helps
                 raise IndexAccessError(f"{url!r}: {exc}") from exc
+            _http.watch(response)
             log.debug("GET %s%s -> HTTP %s", url, f" ({headers['Range']})" if "Range" in headers
                       else "", response.status_code)
             if response.is_redirect:
                 response.close()
-                url = urljoin(url, response.headers["Location"])
+                url = self._own(urljoin(url, response.headers["Location"]))
                 continue
             if response.status_code >= 500:
                 response.close()
@@ -297,23 +299,33 @@ class SimpleIndex:
     def _expect(response: requests.Response, status: int) -> None:
         if response.status_code != status:
             response.close()
+            hint = " (credentials needed or refused)" if response.status_code in (401, 403) else ""
             raise IndexAccessError(f"{response.url} answered HTTP {response.status_code}, "
-                                   f"{status} expected")
+                                   f"{status} expected{hint}")
 
-    def _body(self, response: requests.Response) -> bytes:
-        """The decoded body; truncation and read errors raise _Transient."""
-        return b"".join(self._decoded_chunks(response))
+    def _body(self, response: requests.Response, limit: int, what: str, name: str) -> bytes:
+        """The decoded body, read no further than `limit` bytes; truncation and read errors
+        raise _Transient, a larger body SizeLimitError naming the limit."""
+        pieces, size = [], 0
+        for piece in self._decoded_chunks(response):
+            size += len(piece)
+            if size > limit:
+                response.close()
+                raise SizeLimitError(f"{response.url}: the {what} is larger than the limit of "
+                                     f"{_http.size_text(limit)} ({name}); not read further")
+            pieces.append(piece)
+        return b"".join(pieces)
 
     def _decoded_chunks(self, response: requests.Response) -> Iterator[bytes]:
-        decoder = _decoder(response.headers.get("Content-Encoding", ""), response.url)
-        yield from (decoder(chunk) for chunk in self._raw_chunks(response, None))
-        yield decoder(b"")
+        return _http.decoded(self._raw_chunks(response, None),
+                             response.headers.get("Content-Encoding", ""), response.url)
 
     def _raw_chunks(self, response: requests.Response, limit: int | None) -> Iterator[bytes]:
         """The body as received, counted into bytes_transferred."""
         received = 0
         try:
             for chunk in response.raw.stream(_CHUNK, decode_content=False):
+                _http.check(response.url)
                 received += len(chunk)
                 self.bytes_transferred += len(chunk)
                 if limit is not None and received > limit:
@@ -329,7 +341,10 @@ class SimpleIndex:
     def _download_hash(self, url: str) -> str:
         response = self._get(url, {"Accept-Encoding": "identity"})
         self._expect(response, 200)
-        return _hash_stream(self._decoded_chunks(response))
+        announced = response.headers.get("Content-Length", "")
+        if announced.isdigit():
+            _http.extend(int(announced) / _DOWNLOAD_RATE)
+        return _http.hash_stream(self._decoded_chunks(response))
 
     def _range(self, url: str, spec: str) -> tuple[bytes, int, int]:
         """One range read: (data, first byte, file size); requires 206 with Content-Range."""
@@ -364,18 +379,6 @@ class SimpleIndex:
         return Path(url2pathname(urlsplit(url).path))
 
 
-def _unreachable(exc: requests.RequestException) -> str | None:
-    """Why a failed connection cannot succeed on a retry: a name that does not resolve, or a
-    host that refuses the port. None for timeouts, resets and the like, which may pass."""
-    reason = getattr(exc.args[0], "reason", None) if exc.args else None
-    if isinstance(reason, urllib3.exceptions.NameResolutionError):
-        return f"the host name does not resolve ({reason.__cause__ or reason})"
-    if isinstance(reason, urllib3.exceptions.NewConnectionError) \
-            and isinstance(reason.__cause__, ConnectionRefusedError):
-        return "the host refuses connections"
-    return None
-
-
 def _local_folder(location: str) -> Path | None:
     """The folder of a local index (a path or file:// URL), None for a remote one."""
     if location.startswith("file:"):
@@ -389,26 +392,11 @@ def _local_folder(location: str) -> Path | None:
     return folder
 
 
-def _decoder(encoding: str, url: str) -> Callable[[bytes], bytes]:
-    """Content-Encoding undone chunk by chunk; an empty chunk flushes."""
-    encoding = encoding.strip().lower()
-    if encoding in ("", "identity"):
-        return lambda chunk: chunk
-    if encoding not in ("gzip", "x-gzip", "deflate"):
-        raise IndexAccessError(f"{url} answered with Content-Encoding {encoding!r}")
-    inflater = zlib.decompressobj(zlib.MAX_WBITS | (16 if "gzip" in encoding else 0))
-
-    def decode(chunk: bytes) -> bytes:
-        try:
-            return inflater.decompress(chunk) if chunk else inflater.flush()
-        except zlib.error as exc:
-            raise _Transient(f"{url}: a broken {encoding} body ({exc})") from exc
-
-    return decode
-
-
-def _hash_stream(chunks: Iterator[bytes]) -> str:
-    digest = hashlib.sha256()
-    for chunk in chunks:
-        digest.update(chunk)
-    return digest.hexdigest()
+def _read_capped(path: Path, limit: int, what: str) -> bytes:
+    """A local file's bytes; SizeLimitError when it is larger than `limit`."""
+    with open(path, "rb") as handle:
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise SizeLimitError(f"{str(path)!r}: the {what} is larger than the limit of "
+                             f"{_http.size_text(limit)}; not read further")
+    return data

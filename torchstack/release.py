@@ -13,10 +13,7 @@ import logging
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from email.message import Message
-from typing import Protocol
 
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import (
     InvalidWheelFilename,
@@ -25,13 +22,25 @@ from packaging.utils import (
 )
 from packaging.version import InvalidVersion, Version
 
-from torchstack import cudalibs, wheeltags
+from torchstack import cudalibs
+from torchstack._releasetypes import (
+    ARCHITECTURES,
+    Index,
+    Request,
+    Resolved,
+    Target,
+    VariantSet,
+    parse_requirement,
+)
 from torchstack.errors import TorchstackError
 from torchstack.index import IndexFile, ProjectNotFoundError
 
+__all__ = ["ARCHITECTURES", "COMPANIONS", "Index", "ReleaseError", "Request", "Resolved",
+           "Resolver", "Target", "VariantSet", "newest_release", "offered_variant",
+           "validate_version", "variant_from_pins", "wheel_name_version"]
+
 log = logging.getLogger(__name__)
 
-ARCHITECTURES = ("x86_64", "aarch64")
 COMPANIONS = ("torchvision", "torchaudio")
 _VARIANT = re.compile(r"^(cpu|cu\d{3}|rocm\d+(\.\d+)*|xpu)$")
 _CUDA_RUNTIME = ("nvidia-cuda-runtime", "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime-cu11",
@@ -40,118 +49,6 @@ _CUDA_RUNTIME = ("nvidia-cuda-runtime", "nvidia-cuda-runtime-cu12", "nvidia-cuda
 
 class ReleaseError(TorchstackError):
     """A release that the indexes do not offer, or offer in a form that cannot be used."""
-
-
-class Index(Protocol):
-    """What resolution needs of an index: its file lists and the metadata of one file."""
-
-    @property
-    def location(self) -> str: ...
-
-    def files(self, project: str) -> list[IndexFile]: ...
-
-    def metadata(self, file: IndexFile) -> Message: ...
-
-    def download_sha256(self, file: IndexFile) -> str: ...
-
-
-@dataclass(frozen=True)
-class Target:
-    """One platform a set is built for: a CPython minor version on a manylinux architecture."""
-
-    python: tuple[int, int]
-    arch: str
-    glibc: tuple[int, int] = (2, 28)
-
-    @property
-    def python_version(self) -> str:
-        return f"{self.python[0]}.{self.python[1]}"
-
-    def misfit(self, filename: str) -> str | None:
-        """Why the wheel `filename` cannot be installed on this target, or None."""
-        return wheeltags.target_misfit(filename, self.python, self.arch, self.glibc)
-
-    def applies(self, requirement: Requirement, extras: Iterable[str] = ("",)) -> bool:
-        """Whether a Requires-Dist line applies here (Linux, this Python, this arch)."""
-        if requirement.marker is None:
-            return "" in extras
-        return any(requirement.marker.evaluate(self.environment(extra)) for extra in extras)
-
-    def environment(self, extra: str = "") -> dict[str, str]:
-        return {
-            "python_version": self.python_version,
-            "python_full_version": f"{self.python_version}.0",
-            "implementation_name": "cpython", "platform_python_implementation": "CPython",
-            "platform_system": "Linux", "sys_platform": "linux", "os_name": "posix",
-            "platform_machine": self.arch, "platform_release": "", "platform_version": "",
-            "implementation_version": f"{self.python_version}.0", "extra": extra,
-        }
-
-
-@dataclass(frozen=True)
-class Resolved:
-    """One project version resolved for a set of targets: its wheel for each architecture."""
-
-    project: str
-    version: str  # as the wheel filenames spell it, local tag included: 2.9.1+cu128
-    wheels: dict[str, IndexFile]  # architecture -> file
-    requires_dist: tuple[str, ...]
-    index: str
-    why: str = ""  # why this version was chosen, for the report
-
-    @property
-    def public_version(self) -> str:
-        return Version(self.version).public
-
-    def requirements(self, target: Target, extras: Iterable[str] = ("",)) -> list[Requirement]:
-        """The Requires-Dist lines that apply on `target` (markers evaluated)."""
-        found = []
-        for line in self.requires_dist:
-            requirement = _requirement(line, f"{self.project} {self.version}")
-            if requirement is not None and target.applies(requirement, extras):
-                found.append(requirement)
-        return found
-
-
-@dataclass(frozen=True)
-class VariantSet:
-    """A release's wheels of one variant (cpu, cu128, ...) for one Python."""
-
-    variant: str
-    python: tuple[int, int]
-    torch: Resolved
-    companions: tuple[Resolved, ...]
-    notes: tuple[str, ...]
-
-    @property
-    def cuda(self) -> str | None:
-        """CUDA major.minor of a cuXYZ variant: cu128 -> 12.8."""
-        if not self.variant.startswith("cu"):
-            return None
-        digits = self.variant[2:]
-        return f"{digits[:-1]}.{digits[-1]}"
-
-    @property
-    def architectures(self) -> tuple[str, ...]:
-        return tuple(sorted(self.torch.wheels))
-
-
-@dataclass(frozen=True)
-class Request:
-    """What to resolve: a torch release for one Python, some architectures and variants."""
-
-    release: str
-    python: tuple[int, int]
-    architectures: tuple[str, ...] = ARCHITECTURES
-    variants: tuple[str, ...] = ()  # empty: every variant the indexes offer
-    glibc: tuple[int, int] = (2, 28)
-
-    @property
-    def python_version(self) -> str:
-        return f"{self.python[0]}.{self.python[1]}"
-
-    def targets(self) -> list[Target]:
-        return [Target(self.python, arch, self.glibc) for arch in self.architectures]
 
 
 @dataclass
@@ -180,6 +77,8 @@ class Resolver:
         self.indexes = list(indexes)
         self._metadata: dict[tuple[str, str, str], tuple[str, ...]] = {}
         self._files: dict[tuple[str, str], list[IndexFile]] = {}
+        self._yanked: dict[tuple[str, str], list[IndexFile]] = {}
+        self._not_listed: dict[tuple[str, str], str] = {}  # (location, project) -> its answer
         self.unreachable: dict[str, str] = {}  # index location -> why, when others answered
 
     def resolve(self, request: Request) -> list[VariantSet]:
@@ -213,6 +112,23 @@ class Resolver:
     def _where(self) -> str:
         return ", ".join(index.location for index in self.indexes)
 
+    def _not_listed_by(self, project: str, indexes: Sequence[Index]) -> str | None:
+        """What the indexes answered for `project` when every one said it does not list it
+        ('https://.../torch/ answered HTTP 404 for torch'), else None."""
+        answers = [self._not_listed.get((index.location, project), "") for index in indexes]
+        return "; ".join(answers) if answers and all(answers) else None
+
+    def _only_yanked(self, project: str, release: Version | None, targets: Sequence[Target],
+                     indexes: Sequence[Index]) -> str | None:
+        """'(reason: ...)' when the indexes have wheels of `project` (`release`) for `targets`
+        and all are yanked, else None. Called when no wheel that is not yanked fits."""
+        yanked = [f for index in indexes for f in self._yanked.get((index.location, project), ())
+                  if _fits(f, release, targets)]
+        if not yanked:
+            return None
+        reasons = sorted({repr(f.yanked_reason) for f in yanked if f.yanked_reason})
+        return f"(reason: {', '.join(reasons)})" if reasons else "(no reason given)"
+
     def unchecked(self, variant: str | None = None) -> list[str]:
         """Indexes that did not answer and could have offered `variant` (any, when None)."""
         return [location for location in self.unreachable
@@ -233,10 +149,11 @@ class Resolver:
         """The non-yanked wheels of `project` on `index` (cached per resolver)."""
         key = (index.location, project)
         if key not in self._files:
-            files = self._listed(index, project)
-            for yanked in (f for f in files if f.yanked):
+            files = [f for f in self._listed(index, project) if f.filename.endswith(".whl")]
+            self._yanked[key] = [f for f in files if f.yanked]
+            for yanked in self._yanked[key]:
                 log.debug("skipping yanked %s", yanked.filename)
-            self._files[key] = [f for f in files if not f.yanked and f.filename.endswith(".whl")]
+            self._files[key] = [f for f in files if not f.yanked]
         return self._files[key]
 
     def _listed(self, index: Index, project: str) -> list[IndexFile]:
@@ -246,8 +163,9 @@ class Resolver:
             return []
         try:
             return index.files(project)
-        except ProjectNotFoundError:
+        except ProjectNotFoundError as exc:
             log.debug("%s does not list %s", index.location, project)
+            self._not_listed[(index.location, project)] = str(exc)
             return []
         except TorchstackError as exc:
             if len(self.indexes) == 1 or isinstance(exc, ReleaseError):
@@ -278,13 +196,23 @@ class Resolver:
                         variant = self._variant_of(index, file, version, target)
                         candidates.by_variant.setdefault(variant, {}).setdefault(
                             position, {}).setdefault(target.arch, file)
-        missing = [t.arch for t in request.targets()
+        missing = [t for t in request.targets()
                    if not any(t.arch in files for per_index in candidates.by_variant.values()
                               for files in per_index.values())]
-        for arch in missing:
-            candidates.notes.append(self._missing(
-                None, f"torch {request.release}",
-                f"wheel for Python {request.python_version} on {arch}"))
+        subject, python = f"torch {request.release}", f"Python {request.python_version}"
+        whole = len(missing) == len(request.targets()) and not self.unchecked()
+        not_listed = self._not_listed_by("torch", self.indexes) if whole else None
+        yanked = self._only_yanked("torch", release, missing, self.indexes) if whole else None
+        if not_listed or yanked:  # nothing at all: say why, once
+            why = not_listed or f"every wheel for {python} is yanked {yanked}"
+            candidates.notes.append(f"{subject}: {why}")
+            return candidates
+        for target in missing:
+            yanked = self._only_yanked("torch", release, [target], self.indexes)
+            candidates.notes.append(
+                f"{subject}: every wheel for {python} on {target.arch} is yanked {yanked}"
+                if yanked and not self.unchecked() else
+                self._missing(None, subject, f"wheel for {python} on {target.arch}"))
         return candidates
 
     def _variant_of(self, index: Index, file: IndexFile, version: Version, target: Target) -> str:
@@ -313,6 +241,11 @@ class Resolver:
         triton = self._triton(torch, index, targets, notes)
         if triton is not None:
             companions.append(triton)
+        used = {r.index for r in (torch, *companions)}
+        notes += [f"{i.location}: the credentials of its URL are not written into source_urls; "
+                  f"EasyBuild needs its own for that host (eb --http-header-fields-urlpat)"
+                  for i in self.indexes if i.location in used and getattr(i, "has_credentials",
+                                                                          False)]
         return VariantSet(variant, request.python, torch, tuple(companions), tuple(notes))
 
     def _companion(self, project: str, torch: Resolved, index: Index,
@@ -336,9 +269,12 @@ class Resolver:
             if _only_older(spec, release):
                 break  # older companions pin older torch releases
         build = f"+{local} builds" if local else "untagged builds"
-        notes.append(f"{project}: no release on {index.location} requires torch {torch.version} "
-                     f"with wheels for {', '.join(t.arch for t in targets)} ({build} only); "
-                     f"not generated")
+        yanked = self._only_yanked(project, None, targets, [index])
+        notes.append(f"{project}: " + (
+            self._not_listed_by(project, [index])
+            or (f"every wheel on {index.location} is yanked {yanked}" if yanked else "")
+            or f"no release on {index.location} requires torch {torch.version} with wheels "
+               f"for {', '.join(t.arch for t in targets)} ({build} only)") + "; not generated")
         return None
 
     def _triton(self, torch: Resolved, index: Index, targets: list[Target],
@@ -358,8 +294,10 @@ class Resolver:
                     why = f"torch {torch.version} requires {project}{pins[0].specifier}"
                     return Resolved(project, str(version), wheels, requires, source.location,
                                     why)
-        notes.append(f"{project}{pins[0].specifier}: required by torch {torch.version}, not "
-                     f"found with wheels for {', '.join(t.arch for t in arches)}; not generated")
+        not_listed = self._not_listed_by(project, self.indexes)
+        notes.append(f"{project}{pins[0].specifier}: required by torch {torch.version}, " + (
+            not_listed or f"not found with wheels for {', '.join(t.arch for t in arches)}")
+            + "; not generated")
         return None
 
     def versions(self, index: Index, project: str, targets: list[Target], local: str | None,
@@ -389,7 +327,8 @@ def newest_release(indexes: Sequence[Index]) -> str:
         if final:
             log.debug("newest torch on %s: %s", index.location, max(final))
             return str(max(final))
-    raise ReleaseError(f"no torch release on {', '.join(i.location for i in indexes)}")
+    raise ReleaseError(resolver._not_listed_by("torch", indexes)
+                       or f"no torch release on {', '.join(i.location for i in indexes)}")
 
 
 def offered_variant(location: str) -> str | None:
@@ -402,7 +341,7 @@ def offered_variant(location: str) -> str | None:
 def variant_from_pins(requires_dist: Iterable[str], target: Target) -> str:
     """cpu, or cuXYZ from the CUDA runtime pin (nvidia-cuda-runtime-cu12==12.8.90 -> cu128)."""
     for line in requires_dist:
-        requirement = _requirement(line, "torch")
+        requirement = parse_requirement(line, "torch")
         if requirement is None or not target.applies(requirement):
             continue
         if canonicalize_name(requirement.name) in _CUDA_RUNTIME:
@@ -422,6 +361,16 @@ def wheel_name_version(filename: str) -> tuple[str, Version]:
     return str(name), version
 
 
+def _fits(file: IndexFile, release: Version | None, targets: Sequence[Target]) -> bool:
+    """Whether a wheel is of `release` (any, when None) and fits one of `targets`."""
+    try:
+        _, version = wheel_name_version(file.filename)
+    except ReleaseError:
+        return False
+    return (release is None or Version(version.public) == Version(release.public)) \
+        and any(target.misfit(file.filename) is None for target in targets)
+
+
 def validate_version(text: str, what: str) -> Version:
     """A PEP 440 version, or ReleaseError quoting the bad text."""
     try:
@@ -430,17 +379,9 @@ def validate_version(text: str, what: str) -> Version:
         raise ReleaseError(f"{what} version {text!r} is not a valid PEP 440 version") from exc
 
 
-def _requirement(line: str, where: str) -> Requirement | None:
-    try:
-        return Requirement(line)
-    except InvalidRequirement:
-        log.debug("%s: ignoring unparsable Requires-Dist %r", where, line)
-        return None
-
-
 def _torch_specifier(requires_dist: Iterable[str], target: Target) -> SpecifierSet | None:
     for line in requires_dist:
-        requirement = _requirement(line, "companion")
+        requirement = parse_requirement(line, "companion")
         if requirement is not None and canonicalize_name(requirement.name) == "torch" \
                 and target.applies(requirement):
             return requirement.specifier

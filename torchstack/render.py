@@ -3,7 +3,8 @@
 An index is input from outside: a project name, version, file name or URL that carries a
 quote or a newline must never reach an easyconfig, which EasyBuild executes as Python. Every
 value is validated here (PEP 503 names, PEP 440 versions, plain file names and URLs, hex
-digests) and then rendered through `repr`, so the template cannot be broken out of.
+digests) and then rendered through `repr`, so the template cannot be broken out of. A URL's
+credentials (user:token@) are never rendered: the site's EasyBuild needs its own for the host.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from torchstack.errors import TorchstackError
-from torchstack.index import IndexFile
+from torchstack.index import IndexFile, strip_userinfo
 from torchstack.paths import templates_path
 from torchstack.release import Resolved
 
@@ -104,18 +105,23 @@ def extension(resolved: Resolved) -> Extension:
 
 
 def source(file: IndexFile) -> Source:
-    """The file name, folder URL and sha256 of an index file, checked."""
+    """The file name, folder URL (without credentials) and sha256 of an index file, checked."""
     if file.sha256 is None or not _SHA256.fullmatch(file.sha256):
         raise RenderError(f"{file.filename!r}: the index gives no valid sha256 ({file.sha256!r})")
-    parts = urlsplit(file.url)
+    url = strip_userinfo(file.url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:
+        raise RenderError(f"{url!r} is not a plain file URL") from exc
     folder, _, filename = parts.path.rpartition("/")
+    host = parts.netloc.rpartition("@")[2]
     if parts.scheme not in ("https", "http", "file") or not _SAFE_TEXT.fullmatch(filename) \
-            or not _SAFE_URL_PATH.fullmatch(parts.netloc + folder) or parts.query or not filename:
-        raise RenderError(f"{file.url!r} is not a plain file URL")
+            or not _SAFE_URL_PATH.fullmatch(host + folder) or parts.query or not filename:
+        raise RenderError(f"{url!r} is not a plain file URL")
     stored = unquote(filename)
     if not _SAFE_TEXT.fullmatch(stored) or "%" in stored:
-        raise RenderError(f"{file.url!r} is not a plain file URL")
-    return Source(stored, f"{parts.scheme}://{parts.netloc}{folder}", file.sha256,
+        raise RenderError(f"{url!r} is not a plain file URL")
+    return Source(stored, f"{parts.scheme}://{host}{folder}", file.sha256,
                   filename if filename != stored else None)
 
 

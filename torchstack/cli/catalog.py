@@ -39,11 +39,18 @@ def execute(args: argparse.Namespace) -> int:
 
     folder = Path(args.dir) if args.dir else catalog.catalog_dir()
     if args.action == "list":
-        for release in catalog.releases(folder):
+        found = catalog.releases(folder)  # CatalogError (exit 2) when there is no such folder
+        if not found:
+            print(f"the catalog folder {folder} holds no release")
+        for release in found:
             for line in catalog.describe(catalog.load(release, folder)):
                 print(f"torch {release}: {line[len('offline: '):]}")
         return 0
-    for release in args.releases or catalog.releases(folder):
+    releases = args.releases or (catalog.releases(folder) if folder.exists() else [])
+    if not releases:
+        raise catalog.CatalogError(f"the catalog folder {folder} holds no release to refresh; "
+                                   "name releases with --release")
+    for release in releases:
         print(f"torch {release}: recorded in {_refresh(args, release, folder)}")
     return 0
 

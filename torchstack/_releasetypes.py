@@ -1,0 +1,140 @@
+"""The types of release resolution: what an index must answer, a target platform, a request,
+and what resolution found (one project's wheels, one variant's set)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from email.message import Message
+from typing import Protocol
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.version import Version
+
+from torchstack import wheeltags
+from torchstack.index import IndexFile
+
+log = logging.getLogger(__name__)
+
+ARCHITECTURES = ("x86_64", "aarch64")
+
+
+class Index(Protocol):
+    """What resolution needs of an index: its file lists and the metadata of one file."""
+
+    @property
+    def location(self) -> str: ...
+
+    def files(self, project: str) -> list[IndexFile]: ...
+
+    def metadata(self, file: IndexFile) -> Message: ...
+
+    def download_sha256(self, file: IndexFile) -> str: ...
+
+
+@dataclass(frozen=True)
+class Target:
+    """One platform a set is built for: a CPython minor version on a manylinux architecture."""
+
+    python: tuple[int, int]
+    arch: str
+    glibc: tuple[int, int] = (2, 28)
+
+    @property
+    def python_version(self) -> str:
+        return f"{self.python[0]}.{self.python[1]}"
+
+    def misfit(self, filename: str) -> str | None:
+        """Why the wheel `filename` cannot be installed on this target, or None."""
+        return wheeltags.target_misfit(filename, self.python, self.arch, self.glibc)
+
+    def applies(self, requirement: Requirement, extras: Iterable[str] = ("",)) -> bool:
+        """Whether a Requires-Dist line applies here (Linux, this Python, this arch)."""
+        if requirement.marker is None:
+            return "" in extras
+        return any(requirement.marker.evaluate(self.environment(extra)) for extra in extras)
+
+    def environment(self, extra: str = "") -> dict[str, str]:
+        return {
+            "python_version": self.python_version,
+            "python_full_version": f"{self.python_version}.0",
+            "implementation_name": "cpython", "platform_python_implementation": "CPython",
+            "platform_system": "Linux", "sys_platform": "linux", "os_name": "posix",
+            "platform_machine": self.arch, "platform_release": "", "platform_version": "",
+            "implementation_version": f"{self.python_version}.0", "extra": extra,
+        }
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """One project version resolved for a set of targets: its wheel for each architecture."""
+
+    project: str
+    version: str  # as the wheel filenames spell it, local tag included: 2.9.1+cu128
+    wheels: dict[str, IndexFile]  # architecture -> file
+    requires_dist: tuple[str, ...]
+    index: str
+    why: str = ""  # why this version was chosen, for the report
+
+    @property
+    def public_version(self) -> str:
+        return Version(self.version).public
+
+    def requirements(self, target: Target, extras: Iterable[str] = ("",)) -> list[Requirement]:
+        """The Requires-Dist lines that apply on `target` (markers evaluated)."""
+        found = []
+        for line in self.requires_dist:
+            requirement = parse_requirement(line, f"{self.project} {self.version}")
+            if requirement is not None and target.applies(requirement, extras):
+                found.append(requirement)
+        return found
+
+
+@dataclass(frozen=True)
+class VariantSet:
+    """A release's wheels of one variant (cpu, cu128, ...) for one Python."""
+
+    variant: str
+    python: tuple[int, int]
+    torch: Resolved
+    companions: tuple[Resolved, ...]
+    notes: tuple[str, ...]
+
+    @property
+    def cuda(self) -> str | None:
+        """CUDA major.minor of a cuXYZ variant: cu128 -> 12.8."""
+        if not self.variant.startswith("cu"):
+            return None
+        digits = self.variant[2:]
+        return f"{digits[:-1]}.{digits[-1]}"
+
+    @property
+    def architectures(self) -> tuple[str, ...]:
+        return tuple(sorted(self.torch.wheels))
+
+
+@dataclass(frozen=True)
+class Request:
+    """What to resolve: a torch release for one Python, some architectures and variants."""
+
+    release: str
+    python: tuple[int, int]
+    architectures: tuple[str, ...] = ARCHITECTURES
+    variants: tuple[str, ...] = ()  # empty: every variant the indexes offer
+    glibc: tuple[int, int] = (2, 28)
+
+    @property
+    def python_version(self) -> str:
+        return f"{self.python[0]}.{self.python[1]}"
+
+    def targets(self) -> list[Target]:
+        return [Target(self.python, arch, self.glibc) for arch in self.architectures]
+
+
+def parse_requirement(line: str, where: str) -> Requirement | None:
+    try:
+        return Requirement(line)
+    except InvalidRequirement:
+        log.debug("%s: ignoring unparsable Requires-Dist %r", where, line)
+        return None
