@@ -18,7 +18,7 @@ from torchstack._moduleloads import module_files, parse_lua_dependencies, parse_
 from torchstack.cli import main
 from torchstack.fingerprint import Fingerprint, Link, TorchFacts, abi_tag
 from torchstack.record import FINGERPRINT_FILE, write_fingerprint
-from torchstack.scan import ScanError, plan_swap, scan_installpath
+from torchstack.scan import plan_swap, scan_installpath
 
 PREFIX = "torchstack: error: "
 CPU = "PyTorch/2.13.0-whl"
@@ -258,13 +258,18 @@ class TestScanInstallpath:
         ],
     )
     def test_damaged_record(self, installpath: Path, damage: str | bytes, fragment: str) -> None:
+        # the module is unknown, with the reason; the other modules are read as before
         record = installpath / "software" / VISION_CXX / FINGERPRINT_FILE
         if isinstance(damage, bytes):
             record.write_bytes(damage)
         else:
             record.write_text(damage, encoding="utf-8")
-        with pytest.raises(ScanError, match=fragment):
-            scan_installpath(installpath)
+        found = scan_installpath(installpath)
+        module = found.get(VISION_CXX)
+        assert module is not None and module.role == "unknown" and module.fingerprint is None
+        assert module.unreadable is not None and fragment in module.unreadable
+        assert str(record) in module.unreadable
+        assert [m.name for m in found.unknown()] == [VISION_CXX]
 
 
 class TestPlanSwap:
@@ -409,11 +414,14 @@ class TestScanBadInput:
     def test_damaged_record(
         self, installpath: Path, capsys: pytest.CaptureFixture[str]
     ) -> None:
+        # listed as unknown with the file and why, exit 1; not an abort of the whole listing
         (installpath / "software" / LIGHTNING / FINGERPRINT_FILE).write_text("[", "utf-8")
-        code, _, err = run(["scan", str(installpath)], capsys)
-        assert code == 2
-        assert err.startswith(PREFIX) and len(err.splitlines()) == 1
-        assert "torchstack-fingerprint.json" in err and "Traceback" not in err
+        code, out, err = run(["scan", str(installpath)], capsys)
+        assert (code, err) == (1, "")
+        rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()[1:]}
+        assert rows[LIGHTNING] == ["unknown", "-", CPU]
+        assert rows[CPU] == ["provider", "torch-2.13.0-cxx11-cpu", "-"]
+        assert f"  {LIGHTNING}: " in out and "torchstack-fingerprint.json" in out
 
 
 class TestRecord:

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from torchstack import _lua, _tcl
+from torchstack import _lua, _sitepackage_lua, _tcl
 from torchstack._lua import lua_string
 from torchstack._tcl import tcl_string
 from torchstack.errors import TorchstackError
@@ -211,7 +211,8 @@ def consumer_tcl(fp: Fingerprint, module: str, provider_module: str) -> str:
 
 def sitepackage_lua() -> str:
     """A SitePackage.lua whose finalize hook refuses unsafe mixes site-wide (see its header)."""
-    return _lua.SITEPACKAGE_HEAD + _lua.EVALUATOR + _lua.SITEPACKAGE_BODY
+    return (_sitepackage_lua.SITEPACKAGE_HEAD + _lua.EVALUATOR
+            + _sitepackage_lua.SITEPACKAGE_READER + _sitepackage_lua.SITEPACKAGE_BODY)
 
 
 def _expect_role(fp: Fingerprint, role: str) -> None:

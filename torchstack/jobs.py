@@ -13,15 +13,21 @@ Status. The Slurm backend names each job after its easyconfig (name-version: the
 without `.eb`) and writes the job's output to `<--job-output-dir>/<name>-<jobid>.out`.
 `status(folder, queue)` reads those files, EasyBuild's submission output saved beside them
 (`submitted.log`: every job submitted, with its id) and the queue, and gives each job one
-state with the reason and the log to read.
+state with the reason and the log to read. Only regular files are read (a FIFO, a folder or a
+symlink loop named like an output file is reported as that job's own line, unknown, and the
+rest of the report goes on), and of each at most its last MAX_READ_BYTES: EasyBuild's verdict
+is at the end.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
 import re
 import shlex
 import shutil
+import stat
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,6 +39,7 @@ from torchstack.errors import TorchstackError
 log = logging.getLogger(__name__)
 
 SUBMISSION_LOG = "submitted.log"
+MAX_READ_BYTES = 4 * 1024 * 1024  # of a job's output and of submitted.log: the last ones
 DONE, RUNNING, PENDING, FAILED, UNKNOWN = "done", "running", "pending", "failed", "unknown"
 STATES = (DONE, RUNNING, PENDING, FAILED, UNKNOWN)
 _WAITING = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD"}
@@ -53,6 +60,10 @@ _SQUEUE_FIELDS = ("JobID", "Name", "State", "Reason", "StdOut")
 
 class JobsError(TorchstackError):
     """A status folder or easystack that holds nothing to submit or report on."""
+
+
+class UnreadableFile(JobsError):
+    """A job's output or submitted.log that is no regular file or cannot be read."""
 
 
 @dataclass(frozen=True)
@@ -234,7 +245,7 @@ def status(folder: Path, queue: Queue | None) -> JobsStatus:
     entries = _queue_entries(folder, queue, notes)
     seen = {(name, job_id) for name, _, job_id in submitted} | set(outputs)
     seen |= set(entries or {})
-    if not seen and not (folder / SUBMISSION_LOG).is_file():
+    if not seen and not os.path.lexists(folder / SUBMISSION_LOG):
         raise JobsError(f"{str(folder)!r}: no job output (NAME-JOBID.out), no "
                         f"{SUBMISSION_LOG} and no job of the queue writes there")
     current = _current_jobs(submitted, seen)
@@ -246,15 +257,54 @@ def status(folder: Path, queue: Queue | None) -> JobsStatus:
 
 def _submission(folder: Path, notes: list[str]) -> list[tuple[str, str, str]]:
     path = folder / SUBMISSION_LOG
-    if not path.is_file():
+    if not os.path.lexists(path):
         return []
-    text = path.read_text(errors="replace")
+    try:
+        text = read_tail(path)
+    except UnreadableFile as exc:
+        notes.append(f"{SUBMISSION_LOG}: {exc}")
+        return []
     submitted = parse_submission(text)
     if not submitted:
         errors = _ERROR.findall(text)
         notes.append(f"{SUBMISSION_LOG}: no job submitted"
                      + (f": {errors[-1].strip()}" if errors else " (yet)"))
     return submitted
+
+
+def read_tail(path: Path, limit: int = MAX_READ_BYTES) -> str:
+    """The text of a regular file, its last `limit` bytes when it is larger. `UnreadableFile`
+    for anything else: the type is checked before the file is opened (without blocking) and
+    again on the open file, so that neither a FIFO nor a device is ever read."""
+    try:
+        if not stat.S_ISREG(mode := os.stat(path).st_mode):
+            raise UnreadableFile(f"{str(path)!r} is {_kind(mode)}, not a regular file")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as exc:
+        why = {errno.ELOOP: "is a symlink loop", errno.ENOENT: "is a dangling symlink"}.get(
+            exc.errno or 0, f"cannot be read: {exc.strerror or exc}")
+        raise UnreadableFile(f"{str(path)!r} {why}") from exc
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise UnreadableFile(f"{str(path)!r} is {_kind(info.st_mode)}, not a regular file")
+        if info.st_size > limit:
+            os.lseek(fd, info.st_size - limit, os.SEEK_SET)
+        data = b""
+        while len(data) < limit and (chunk := os.read(fd, limit - len(data))):
+            data += chunk
+    except OSError as exc:
+        raise UnreadableFile(f"{str(path)!r} cannot be read: {exc.strerror or exc}") from exc
+    finally:
+        os.close(fd)
+    return data.decode("utf-8", errors="replace")
+
+
+def _kind(mode: int) -> str:
+    kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+             (stat.S_ISSOCK, "a socket"))
+    return next((name for test, name in kinds if test(mode)), "not a regular file")
 
 
 def _outputs(folder: Path) -> dict[tuple[str, str], Path]:
@@ -305,7 +355,10 @@ def _job(name: str, job_id: str, output: Path | None,
         return Job(name, job_id, PENDING, f"waiting ({entry.reason})", None, module)
     if entry is not None and entry.state in _ACTIVE:
         return Job(name, job_id, RUNNING, "", out_file, module)
-    verdict = parse_output(output.read_text(errors="replace")) if output is not None else None
+    try:
+        verdict = parse_output(read_tail(output)) if output is not None else None
+    except UnreadableFile as exc:  # its own line; the other jobs are reported as usual
+        return Job(name, job_id, UNKNOWN, f"its output cannot be read: {exc}", None, module)
     if verdict is not None and verdict.success is not None:
         state = DONE if verdict.success else FAILED
         return Job(name, job_id, state, verdict.reason, verdict.log or out_file, module)

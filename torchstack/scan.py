@@ -13,13 +13,18 @@ A load names a module by full name, or by bare name when exactly one version is 
 A consumer fingerprinted on the fly that links libtorch's C++ API without naming a torch
 release is taken as built on the PyTorch it runs on (`compat.assume_built_against`).
 
-An installation that cannot be read stops the scan with an error rather than being left out:
-a swap judged on half a stack would call breaking modules safe.
+A module whose installation or recorded fingerprint cannot be read (missing, no folder or
+no regular file, unreadable, damaged) is "unknown" with the reason, never "no torch": a swap
+judged on half a stack would call breaking modules safe. `plan_swap` reports each unknown
+module whose loads lead to FROM as not checked, and the swap is then not safe.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
+import stat
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -28,9 +33,10 @@ from typing import Any, Literal
 
 from torchstack import compat
 from torchstack._moduleloads import module_dependencies, module_files
+from torchstack._sitepackage_lua import MAX_FINGERPRINT_BYTES
 from torchstack.distributions import DistributionError, site_packages_of
 from torchstack.errors import TorchstackError
-from torchstack.fingerprint import Fingerprint, FingerprintError, installation_fingerprints
+from torchstack.fingerprint import Fingerprint, installation_fingerprints
 from torchstack.record import FINGERPRINT_FILE, read_fingerprint, write_fingerprint
 
 log = logging.getLogger(__name__)
@@ -41,6 +47,11 @@ _LINK_RANK = {"python": 0, "stable": 1, "cxx": 2}
 
 class ScanError(TorchstackError):
     """An install path that cannot be scanned, or a swap that names no suitable module."""
+
+
+class Unreadable(TorchstackError):
+    """An installation, or its recorded fingerprint, that cannot be read: its module is
+    unknown, neither "no torch" nor safe."""
 
 
 @dataclass(frozen=True)
@@ -54,10 +65,14 @@ class InstalledModule:
     fingerprint: Fingerprint | None
     source: Source | None
     runs_on: str | None = None
+    unreadable: str | None = None  # why its installation cannot be read: role "unknown"
+    loads_unknown: bool = False  # its module file cannot be read: it may load anything
 
     @property
     def role(self) -> str:
-        """provider, consumer, or "no torch" for a module without a fingerprint."""
+        """provider, consumer, "unknown" (unreadable) or "no torch" (nothing torch there)."""
+        if self.unreadable is not None:
+            return "unknown"
         return self.fingerprint.role if self.fingerprint is not None else "no torch"
 
     @property
@@ -72,7 +87,8 @@ class InstalledModule:
         found = self.fingerprint
         return {
             "module": self.name,
-            "role": found.role if found is not None else None,
+            "role": self.role if self.role != "no torch" else None,
+            "unreadable": self.unreadable,
             "link": found.link if found is not None else None,
             "abi_tag": found.abi_tag if found is not None else None,
             "runs_on": self.runs_on,
@@ -101,6 +117,14 @@ class Scan:
         """The consumer modules that run on the provider module `provider`."""
         return tuple(m for m in self.modules if m.is_consumer and m.runs_on == provider)
 
+    def unknown(self) -> tuple[InstalledModule, ...]:
+        """The modules whose installation cannot be read."""
+        return tuple(m for m in self.modules if m.unreadable is not None)
+
+    def unknown_on(self, provider: str) -> tuple[InstalledModule, ...]:
+        """The unreadable modules whose loads lead to `provider` or cannot be read."""
+        return tuple(m for m in self.unknown() if m.runs_on == provider or m.loads_unknown)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "installpath": str(self.installpath),
@@ -126,17 +150,29 @@ class SwapOutcome:
 
 
 @dataclass(frozen=True)
+class NotChecked:
+    """A module that may run on FROM but whose installation cannot be read."""
+
+    module: str
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"module": self.module, "reason": self.reason}
+
+
+@dataclass(frozen=True)
 class SwapReport:
-    """The consumers of `source` that a swap to `target` would break, and those it spares."""
+    """What a swap from `source` to `target` breaks, spares and could not check (unsafe)."""
 
     source: InstalledModule
     target: InstalledModule
     would_break: tuple[SwapOutcome, ...]
     stays_safe: tuple[SwapOutcome, ...]
+    not_checked: tuple[NotChecked, ...] = ()
 
     @property
     def safe(self) -> bool:
-        return not self.would_break
+        return not self.would_break and not self.not_checked
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -145,6 +181,7 @@ class SwapReport:
             "safe": self.safe,
             "would_break": [o.to_json() for o in self.would_break],
             "stays_safe": [o.to_json() for o in self.stays_safe],
+            "not_checked": [o.to_json() for o in self.not_checked],
         }
 
 
@@ -161,17 +198,28 @@ def scan_installpath(installpath: str | Path) -> Scan:
 
 
 def read_module(root: Path, name: str, module_file: Path) -> InstalledModule:
-    """One module: its loads and its fingerprint, recorded or read from software/<name>."""
+    """One module: its loads and its fingerprint, recorded or read from software/<name>;
+    an installation that cannot be read makes the module unknown, with the reason."""
     software = root / "software" / name
-    fingerprint, source = fingerprint_installation(software)
+    try:
+        dependencies = module_dependencies(module_file)
+    except OSError as exc:
+        why = f"cannot read its module file {str(module_file)!r}: {exc.strerror or exc}"
+        return InstalledModule(name, module_file, software, (), None, None, None, why, True)
+    try:
+        fingerprint, source = fingerprint_installation(software)
+    except Unreadable as exc:
+        return InstalledModule(name, module_file, software, dependencies, None, None,
+                               unreadable=str(exc))
     log.debug("%s: %s fingerprint %s", name, source or "no",
               fingerprint.abi_tag if fingerprint else "-")
-    return InstalledModule(name, module_file, software, module_dependencies(module_file),
-                           fingerprint, source)
+    return InstalledModule(name, module_file, software, dependencies, fingerprint, source)
 
 
 def fingerprint_installation(software: Path) -> tuple[Fingerprint | None, Source | None]:
-    """The recorded fingerprint of an installation, else one read from it, else none."""
+    """The recorded fingerprint of an installation, else one read from it, else none;
+    `Unreadable` when the installation or its record cannot be read."""
+    _readable_folder(software)
     recorded = _recorded(software)
     if recorded is not None:
         return recorded, "recorded"
@@ -180,20 +228,66 @@ def fingerprint_installation(software: Path) -> tuple[Fingerprint | None, Source
     except DistributionError:
         log.debug("%s: no Python distributions, no torch", software)
         return None, None
-    provider, consumers = installation_fingerprints(software)
+    except OSError as exc:
+        raise Unreadable(f"cannot read {str(software)!r}: {exc.strerror or exc}") from exc
+    try:
+        provider, consumers = installation_fingerprints(software)
+    except (TorchstackError, OSError) as exc:
+        raise Unreadable(f"cannot fingerprint {str(software)!r}: {exc}") from exc
     strongest = max(consumers, key=lambda c: _LINK_RANK[c.link or "python"], default=None)
     found = provider or strongest
     return found, ("scanned" if found is not None else None)
 
 
+def _readable_folder(software: Path) -> None:
+    """`Unreadable` unless `software` is a folder whose entries can be listed."""
+    where = str(software)
+    try:
+        mode = software.stat().st_mode
+        if not stat.S_ISDIR(mode):
+            raise Unreadable(f"its installation {where!r} is {_kind(mode)}, not a folder")
+        with os.scandir(software):
+            pass
+    except OSError as exc:
+        raise Unreadable(f"its installation folder {_os_problem(where, exc)}") from exc
+
+
 def _recorded(software: Path) -> Fingerprint | None:
-    where = str(software / FINGERPRINT_FILE)
+    """The recorded fingerprint; None only when nothing is there (not a FIFO, a folder, a
+    symlink loop, a dangling symlink: those and damaged files are `Unreadable`)."""
+    path = software / FINGERPRINT_FILE
+    where = str(path)
+    try:
+        info = path.stat()
+    except OSError as exc:
+        if exc.errno == errno.ENOENT and not os.path.lexists(path):
+            return None
+        raise Unreadable(f"its recorded fingerprint {_os_problem(where, exc)}") from exc
+    if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_FINGERPRINT_BYTES:
+        what = (f"is {_kind(info.st_mode)}, not a regular file" if not stat.S_ISREG(info.st_mode)
+                else f"is larger than {MAX_FINGERPRINT_BYTES} bytes")  # the hook's bound too
+        raise Unreadable(f"its recorded fingerprint {where!r} {what}")
     try:
         return read_fingerprint(software)
-    except ValueError as exc:  # JSON syntax, or not UTF-8
-        raise ScanError(f"{where!r} is not a fingerprint JSON file: {exc}") from exc
-    except FingerprintError as exc:
-        raise ScanError(f"{where!r}: {exc}") from exc
+    except (RecursionError, ValueError) as exc:  # nested too deeply, JSON syntax, not UTF-8
+        raise Unreadable(f"{where!r} is not a fingerprint JSON file: {exc}") from exc
+    except (OSError, TorchstackError) as exc:
+        raise Unreadable(f"{where!r}: {exc}") from exc
+
+
+def _os_problem(where: str, exc: OSError) -> str:
+    if exc.errno == errno.ELOOP:
+        return f"{where!r} is a symlink loop"
+    if exc.errno == errno.ENOENT:
+        return f"{where!r} does not exist" + (" (a dangling symlink)"
+                                              if os.path.islink(where) else "")
+    return f"{where!r} cannot be read: {exc.strerror or exc}"
+
+
+def _kind(mode: int) -> str:
+    kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISREG, "a file"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISSOCK, "a socket"))
+    return next((name for test, name in kinds if test(mode)), "a device")
 
 
 def _link_providers(modules: list[InstalledModule]) -> tuple[InstalledModule, ...]:
@@ -214,12 +308,14 @@ def _with_provider(
     module: InstalledModule, resolve: Callable[[str], InstalledModule | None]
 ) -> InstalledModule:
     own = module.fingerprint
-    if own is None or own.role != "consumer":
+    if module.unreadable is None and (own is None or own.role != "consumer"):
         return module
     provider = _nearest_provider(module, resolve)
     if provider is None or provider.fingerprint is None:
         log.debug("%s: no provider module among its loads", module.name)
         return module
+    if own is None:  # unknown: the torch it would run on, if it needs one
+        return replace(module, runs_on=provider.name)
     if module.source == "scanned":
         own = compat.assume_built_against(provider.fingerprint, own)
     return replace(module, runs_on=provider.name, fingerprint=own)
@@ -275,7 +371,8 @@ def plan_swap(scan: Scan, source: str, target: str) -> SwapReport:
         verdict = compat.check(provider, consumer.fingerprint)
         outcome = SwapOutcome(consumer.name, consumer.fingerprint.abi_tag, verdict)
         (safe if verdict.compatible else breaking).append(outcome)
-    return SwapReport(old, new, tuple(breaking), tuple(safe))
+    unknown = tuple(NotChecked(m.name, m.unreadable or "") for m in scan.unknown_on(old.name))
+    return SwapReport(old, new, tuple(breaking), tuple(safe), unknown)
 
 
 def _swap_modules(
@@ -296,6 +393,8 @@ def _not_provider(scan: Scan, label: str, name: str) -> str | None:
     module = scan.get(name)
     if module is None:
         return f"{label} module {name!r} is not installed in {str(scan.installpath)!r}"
+    if module.unreadable is not None:
+        return f"{label} module {name!r} cannot be checked: {module.unreadable}"
     if module.fingerprint is None:
         return f"{label} module {name!r} has no torch fingerprint, it is not a torch provider"
     if not module.is_provider:

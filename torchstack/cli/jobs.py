@@ -3,7 +3,8 @@
 STATUS_DIR is the --job-output-dir of the submission (`jobs-<easystack>` in the command that
 `torchstack generate --print-build-command` prints). One line a job: its state (done, running,
 pending, failed, unknown), name and job id, the reason, and the log to read. Exit 0 only when
-every job is done; 1 otherwise.
+every job is done; 1 otherwise. An output file that is no regular file (a FIFO, a folder, a
+symlink loop) makes its job unknown, with the reason, and the report goes on.
 """
 
 from __future__ import annotations

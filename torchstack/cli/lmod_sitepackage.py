@@ -1,4 +1,9 @@
-"""`torchstack lmod-sitepackage`: the SitePackage.lua whose finalize hook guards a whole site."""
+"""`torchstack lmod-sitepackage`: the SitePackage.lua whose finalize hook guards a whole site.
+
+The hook refuses a loaded module whose fingerprint file exists but cannot be read (no regular
+file, over 64 KiB, not strict JSON, nested over 16 deep, wrong fields), naming the file: what
+cannot be checked is never taken as safe (torchstack._sitepackage_lua).
+"""
 
 from __future__ import annotations
 

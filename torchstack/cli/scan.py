@@ -1,9 +1,11 @@
 """`torchstack scan INSTALLPATH [--swap FROM TO] [--json] [--record]`: an install path's modules.
 
 Without --swap: a table of every module (module, role, abi tag, the PyTorch module it runs
-on); exit 0. With --swap: the consumers of FROM that TO would break and those it spares, each
-with its reason; exit 0 when none breaks, 1 when any does. --json prints the same as data.
-With --record: the fingerprints read on the fly are written into their installations.
+on). With --swap: the consumers of FROM that TO would break and those it spares, each with its
+reason, and the modules on FROM that could not be checked; exit 0 when none breaks and all were
+checked, 1 otherwise. --json prints the same as data. With --record: the fingerprints read on
+the fly are written into their installations. A module whose installation cannot be read is
+"unknown" with the reason, never "no torch" nor safe: the listing and --record exit 1 then.
 """
 
 from __future__ import annotations
@@ -12,12 +14,13 @@ import argparse
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from torchstack.scan import InstalledModule, Scan, SwapOutcome, SwapReport
+    from torchstack.scan import InstalledModule, NotChecked, Scan, SwapOutcome, SwapReport
 
 NAME = "scan"
 HELP = ("list the modules of an EasyBuild install path with their torch fingerprints; "
         "with --swap, which consumers a PyTorch swap would break (exit 1 if any)")
 SCANNED_NOTE = "* not recorded by the installation: fingerprinted on the fly"
+UNKNOWN_NOTE = "unknown: its installation cannot be read, so it is not checked:"
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -38,14 +41,17 @@ def execute(args: argparse.Namespace) -> int:
     from torchstack.scan import plan_swap, record_scanned, scan_installpath
 
     found = scan_installpath(args.installpath)
+    complete = 0 if not found.unknown() else 1
     if args.record:
         for module in record_scanned(found):
             tag = module.fingerprint.abi_tag if module.fingerprint else "-"
             print(f"recorded {module.name}: {tag} in {module.software}")
-        return 0
+        for module in found.unknown():
+            print(f"not recorded {module.name}: {module.unreadable}")
+        return complete
     if args.swap is None:
         print(json.dumps(found.to_json(), indent=2) if args.json else table(found))
-        return 0
+        return complete
     report = plan_swap(found, args.swap[0], args.swap[1])
     print(json.dumps(report.to_json(), indent=2) if args.json else describe_swap(report))
     return 0 if report.safe else 1
@@ -61,13 +67,15 @@ def table(scan: Scan) -> str:
              for row in rows]
     if any(m.source == "scanned" for m in scan.modules):
         lines.append(SCANNED_NOTE)
+    if scan.unknown():
+        lines += [UNKNOWN_NOTE, *(f"  {m.name}: {m.unreadable}" for m in scan.unknown())]
     return "\n".join(lines)
 
 
 def _row(module: InstalledModule) -> tuple[str, str, str, str]:
     found = module.fingerprint
     if found is None:
-        return module.name, "no torch", "-", "-"
+        return module.name, module.role, "-", module.runs_on or "-"
     role = f"consumer ({found.link})" if found.role == "consumer" else found.role
     tag = found.abi_tag + (" *" if module.source == "scanned" else "")
     runs_on = "-" if found.role == "provider" else module.runs_on or "unknown"
@@ -75,17 +83,23 @@ def _row(module: InstalledModule) -> tuple[str, str, str, str]:
 
 
 def describe_swap(report: SwapReport) -> str:
-    """A heading, then the groups "would break (rebuild):" and "stays safe:" with reasons."""
+    """A heading, then the groups "would break (rebuild):" and "stays safe:" with reasons,
+    and "not checked" with the modules that may run on FROM but cannot be read."""
     count = len(report.would_break) + len(report.stays_safe)
+    unknown = len(report.not_checked)
     lines = [
         f"swap {_named(report.source)} -> {_named(report.target)}: "
         f"{count} consumer module{'' if count == 1 else 's'} run{'s' if count == 1 else ''} "
-        f"on {report.source.name}",
+        f"on {report.source.name}"
+        + (f", {unknown} more cannot be read" if unknown else ""),
         "would break (rebuild):",
         *_group(report.would_break),
         "stays safe:",
         *_group(report.stays_safe),
     ]
+    if report.not_checked:
+        lines += ["not checked (its installation cannot be read; not safe):",
+                  *_unchecked(report.not_checked)]
     return "\n".join(lines)
 
 
@@ -96,3 +110,7 @@ def _named(module: InstalledModule) -> str:
 
 def _group(outcomes: tuple[SwapOutcome, ...]) -> list[str]:
     return [f"  {o.module}: {o.verdict.line()}" for o in outcomes] or ["  (none)"]
+
+
+def _unchecked(modules: tuple[NotChecked, ...]) -> list[str]:
+    return [f"  {m.module}: {m.reason}" for m in modules]
