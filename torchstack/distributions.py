@@ -19,8 +19,9 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import BinaryIO, Protocol
 
+from torchstack._files import open_regular, read_regular
 from torchstack.elf import Stream, map_file
 from torchstack.errors import TorchstackError
 
@@ -80,17 +81,21 @@ class Distribution:
 
 
 class TreeFiles:
-    """Files below a site-packages folder."""
+    """Files below a site-packages folder.
+
+    A path that is there but is no regular file (a FIFO, a folder, a symlink loop) exists:
+    reading it is an error naming it, never a hang and never taken as absent.
+    """
 
     def __init__(self, root: Path) -> None:
         self.root = root
         self.label = str(root)
 
     def exists(self, relpath: str) -> bool:
-        return (self.root / relpath).is_file()
+        return os.path.lexists(self.root / relpath)
 
     def read_text(self, relpath: str) -> str:
-        return (self.root / relpath).read_text(encoding="utf-8", errors="replace")
+        return read_regular(self.root / relpath, DistributionError).decode("utf-8", "replace")
 
     @contextmanager
     def open_binary(self, relpath: str) -> Iterator[Stream]:
@@ -167,11 +172,7 @@ def parse_headers(text: str) -> dict[str, list[str]]:
 @contextmanager
 def open_wheel(path: Path) -> Iterator[Distribution]:
     """The distribution packed in a wheel file; the zip stays open inside the context."""
-    try:
-        archive = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError, EOFError) as exc:
-        raise DistributionError(f"{str(path)!r} is not a readable wheel: {exc}") from exc
-    with archive:
+    with open_regular(path, DistributionError) as handle, _wheel_archive(handle, path) as archive:
         files = WheelFiles(archive, str(path))
         names = tuple(archive.namelist())
         metadata = [n for n in names if n.count("/") == 1 and n.endswith(".dist-info/METADATA")]
@@ -182,6 +183,13 @@ def open_wheel(path: Path) -> Iterator[Distribution]:
         except ValueError as exc:
             raise DistributionError(f"{metadata[0]!r} in {str(path)!r}: {exc}") from exc
         yield Distribution(name, version, requires, files, lambda: names)
+
+
+def _wheel_archive(handle: BinaryIO, path: Path) -> zipfile.ZipFile:
+    try:
+        return zipfile.ZipFile(handle)
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
+        raise DistributionError(f"{str(path)!r} is not a readable wheel: {exc}") from exc
 
 
 def site_packages_of(path: Path) -> list[Path]:
@@ -215,8 +223,9 @@ def tree_distributions(site_packages: Path) -> list[Distribution]:
 def _tree_distribution(files: TreeFiles, meta_dir: Path) -> Distribution | None:
     meta_file = meta_dir / ("METADATA" if meta_dir.suffix == ".dist-info" else "PKG-INFO")
     try:
-        name, version, requires = _parse_metadata(meta_file.read_text("utf-8", "replace"))
-    except (OSError, ValueError) as exc:
+        text = read_regular(meta_file, DistributionError).decode("utf-8", "replace")
+        name, version, requires = _parse_metadata(text)
+    except (OSError, ValueError, DistributionError) as exc:
         log.debug("skipping %s: %s", meta_dir, exc)
         return None
     return Distribution(

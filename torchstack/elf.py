@@ -3,6 +3,10 @@
 Only what torchstack decides on is read: DT_NEEDED, DT_RPATH, DT_RUNPATH, DT_SONAME,
 single symbols looked up through the ELF hash table, and the names of undefined symbols.
 Callers pass a seekable binary stream (a memory map of a file, or a wheel member).
+
+Every file is untrusted: whatever pyelftools raises on damaged headers, tables or sections
+(ELFParseError, struct.error, OverflowError, IndexError, ...) becomes an `ElfError` naming
+the file, and only regular files are opened (a FIFO or a device is refused, never read).
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import logging
 import mmap
 import os
+import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,6 +26,7 @@ from elftools.elf.elffile import ELFFile
 from elftools.elf.hash import ELFHashTable, GNUHashTable
 from elftools.elf.sections import Symbol, SymbolTableSection
 
+from torchstack._files import open_regular
 from torchstack.errors import TorchstackError
 
 log = logging.getLogger(__name__)
@@ -29,8 +35,26 @@ Stream = Union[BinaryIO, mmap.mmap]
 ELF_MAGIC = b"\x7fELF"
 
 
+# What pyelftools (and construct below it) raises on damaged input: values out of range,
+# reads past the end, bad counts and offsets, table walks that never end.
+_DAMAGE = (
+    _PyElfError, ValueError, EOFError, struct.error, OverflowError, IndexError, KeyError,
+    ZeroDivisionError, RecursionError, MemoryError, AssertionError,
+)
+
+
 class ElfError(TorchstackError):
     """A file that should be an ELF shared object is not one, or is damaged."""
+
+
+@contextmanager
+def _reading(name: str, what: str = "is a damaged ELF file") -> Iterator[None]:
+    """Turn what pyelftools raises on damaged input into an `ElfError` naming the file."""
+    try:
+        yield
+    except _DAMAGE as exc:
+        detail = str(exc) or type(exc).__name__
+        raise ElfError(f"{name!r} {what}: {detail[:200]}") from exc
 
 
 @dataclass(frozen=True)
@@ -45,8 +69,12 @@ class DynamicInfo:
 
 @contextmanager
 def map_file(path: str | os.PathLike[str]) -> Iterator[Stream]:
-    """Memory-map a file read-only, so that a 400 MB library costs only the pages read."""
-    with open(path, "rb") as fh:
+    """Memory-map a file read-only, so that a 400 MB library costs only the pages read.
+
+    Only a regular file is opened: a FIFO or a device is an `ElfError`, a folder (as with
+    open()) an IsADirectoryError.
+    """
+    with open_regular(path, ElfError) as fh:
         if os.fstat(fh.fileno()).st_size == 0:
             raise ElfError(f"{os.fspath(path)!r} is empty, not an ELF file")
         with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
@@ -58,20 +86,16 @@ def open_elf(stream: Stream, name: str) -> ELFFile:
     stream.seek(0)
     if stream.read(4) != ELF_MAGIC:
         raise ElfError(f"{name!r} is not an ELF file")
-    try:
+    with _reading(name):
         return ELFFile(stream)  # type: ignore[arg-type]  # mmap is a valid stream
-    except (_PyElfError, ValueError, EOFError) as exc:
-        raise ElfError(f"{name!r} is a damaged ELF file: {exc}") from exc
 
 
 def dynamic_segment(elf: ELFFile, name: str) -> DynamicSegment | None:
     """The PT_DYNAMIC segment, or None for an object without one (static or relocatable)."""
-    try:
+    with _reading(name):
         for segment in elf.iter_segments():
             if isinstance(segment, DynamicSegment):
                 return segment
-    except (_PyElfError, ValueError, EOFError) as exc:
-        raise ElfError(f"{name!r} is a damaged ELF file: {exc}") from exc
     return None
 
 
@@ -85,7 +109,7 @@ def read_dynamic(stream: Stream, name: str) -> DynamicInfo:
     rpath: list[str] = []
     runpath: list[str] = []
     soname = None
-    try:
+    with _reading(name, "has a damaged dynamic section"):
         for tag in segment.iter_tags():
             entry: Any = tag  # pyelftools adds needed/rpath/runpath/soname per tag type
             kind = entry.entry.d_tag
@@ -97,8 +121,6 @@ def read_dynamic(stream: Stream, name: str) -> DynamicInfo:
                 runpath.extend(p for p in entry.runpath.split(":") if p)
             elif kind == "DT_SONAME":
                 soname = entry.soname
-    except (_PyElfError, ValueError, EOFError, UnicodeDecodeError) as exc:
-        raise ElfError(f"{name!r} has a damaged dynamic section: {exc}") from exc
     return DynamicInfo(tuple(needed), tuple(rpath), tuple(runpath), soname)
 
 
@@ -111,18 +133,16 @@ def defined_symbols(stream: Stream, name: str, candidates: tuple[str, ...]) -> f
     segment = dynamic_segment(elf, name)
     if segment is None:
         return frozenset()
-    table = _hash_table(elf, segment)
-    if table is None:
-        log.debug("%s: no hash table, no symbol looked up", name)
-        return frozenset()
     found = set()
-    try:
+    with _reading(name, "has a damaged symbol hash table"):
+        table = _hash_table(elf, segment)
+        if table is None:
+            log.debug("%s: no hash table, no symbol looked up", name)
+            return frozenset()
         for candidate in candidates:
-            symbol = table.get_symbol(candidate)
+            symbol = _lookup(table, segment, candidate)
             if symbol is not None and symbol["st_shndx"] != "SHN_UNDEF":
                 found.add(candidate)
-    except (_PyElfError, ValueError, EOFError, IndexError) as exc:
-        raise ElfError(f"{name!r} has a damaged symbol hash table: {exc}") from exc
     log.debug("%s: defines %d of %d looked-up symbols", name, len(found), len(candidates))
     return frozenset(found)
 
@@ -137,18 +157,44 @@ def _hash_table(elf: ELFFile, segment: DynamicSegment) -> GNUHashTable | ELFHash
     return None
 
 
+def _lookup(
+    table: GNUHashTable | ELFHashTable, segment: DynamicSegment, name: str
+) -> Symbol | None:
+    """pyelftools' lookup, except that a SysV chain that loops is damage, not a hang."""
+    if isinstance(table, GNUHashTable):  # its chain walk ends at the end of the file
+        return table.get_symbol(name)
+    buckets, chains = table.params["buckets"], table.params["chains"]
+    if not buckets:
+        return None
+    index = buckets[ELFHashTable.elf_hash(name) % len(buckets)]
+    for _ in range(len(chains) + 1):
+        if index == 0:
+            return None
+        symbol = segment.get_symbol(index)
+        if symbol is not None and symbol.name == name:
+            return symbol
+        index = chains[index]
+    raise ValueError("the ELF hash chain loops")
+
+
+def section_data(stream: Stream, name: str, section_name: str) -> bytes | None:
+    """The bytes of the section named `section_name`, None when there is none."""
+    elf = open_elf(stream, name)
+    with _reading(name, f"has a damaged {section_name} section"):
+        section = elf.get_section_by_name(section_name)
+        return None if section is None else bytes(section.data())
+
+
 def undefined_symbols(stream: Stream, name: str) -> frozenset[str]:
     """Names of the dynamic symbols the object imports (consumers are small: this scans)."""
     elf = open_elf(stream, name)
-    section = elf.get_section_by_name(".dynsym")
-    if isinstance(section, SymbolTableSection):
-        symbols = section.iter_symbols()
-    else:
-        symbols = _segment_symbols(elf, name)
-    try:
+    with _reading(name, "has a damaged symbol table"):
+        section = elf.get_section_by_name(".dynsym")
+        if isinstance(section, SymbolTableSection):
+            symbols = section.iter_symbols()
+        else:
+            symbols = _segment_symbols(elf, name)
         return frozenset(s.name for s in symbols if s["st_shndx"] == "SHN_UNDEF" and s.name)
-    except (_PyElfError, ValueError, EOFError, UnicodeDecodeError) as exc:
-        raise ElfError(f"{name!r} has a damaged symbol table: {exc}") from exc
 
 
 def _segment_symbols(elf: ELFFile, name: str) -> Iterator[Symbol]:

@@ -7,9 +7,11 @@ contract shared with the easyblocks, the hooks and the module guards (DESIGN.md)
 
 from __future__ import annotations
 
-import ast
+import contextlib
 import logging
+import os
 import re
+import stat
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -17,7 +19,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from packaging.version import InvalidVersion, Version
 
-from torchstack import elf, symbols
+from torchstack import _version_py, elf, symbols
+from torchstack._files import describe_os_error, kind_of
 from torchstack.distributions import (
     Distribution,
     DistributionError,
@@ -88,25 +91,38 @@ class Fingerprint:
 
     @classmethod
     def from_json(cls, data: object) -> Fingerprint:
-        return _from_json(data)
+        """The fingerprint a JSON value holds, validated (see torchstack._fingerprint_json)."""
+        from torchstack._fingerprint_json import from_json
+
+        return from_json(data)
+
+
+def load_fingerprint(path: str | os.PathLike[str]) -> Fingerprint:
+    """The fingerprint in a JSON file (`fingerprint --json`), validated; errors name the file."""
+    from torchstack._fingerprint_json import load_file
+
+    return load_file(path)
 
 
 def fingerprint_path(path: str | Path) -> Fingerprint:
     """Fingerprint a .whl file, a site-packages folder or an install prefix."""
     target = Path(path)
-    if target.is_dir():
-        return fingerprint_distributions(_tree(target), str(target))
+    name = str(target)
     try:
-        if target.is_file():
-            if target.suffix != ".whl":
-                raise FingerprintError(
-                    f"{str(target)!r} is not a .whl file, a site-packages folder or a prefix"
-                )
-            with open_wheel(target) as dist:
-                return fingerprint_distributions([dist], str(target))
-        raise FingerprintError(f"{str(target)!r} does not exist")
+        mode = os.stat(target).st_mode
     except OSError as exc:
-        raise FingerprintError(f"{str(target)!r}: {exc.strerror or exc}") from exc
+        raise FingerprintError(describe_os_error(name, exc)) from exc
+    if stat.S_ISDIR(mode):
+        return fingerprint_distributions(_tree(target), name)
+    if not stat.S_ISREG(mode):
+        raise FingerprintError(f"{name!r} is {kind_of(mode)}, not a file or folder")
+    if target.suffix != ".whl":
+        raise FingerprintError(f"{name!r} is not a .whl file, a site-packages folder or a prefix")
+    try:
+        with open_wheel(target) as dist:
+            return fingerprint_distributions([dist], name)
+    except OSError as exc:
+        raise FingerprintError(f"{name!r}: {exc.strerror or exc}") from exc
 
 
 def installation_fingerprints(path: str | Path) -> tuple[Fingerprint | None, list[Fingerprint]]:
@@ -140,17 +156,19 @@ def fingerprint_distributions(dists: list[Distribution], label: str) -> Fingerpr
 
 def provider_fingerprint(dist: Distribution) -> Fingerprint:
     """Fingerprint torch itself: version.py for the release and CUDA, libc10 for the ABI."""
+    where = dist.describe("torch/version.py")
     if not dist.files.exists("torch/version.py"):
-        raise FingerprintError(f"{dist.describe('torch/version.py')!r} is missing")
-    facts = parse_version_py(dist.files.read_text("torch/version.py"))
-    full_version = _str_fact(facts, "__version__", dist.describe("torch/version.py"))
-    release, local = _split_version(full_version, dist.describe("torch/version.py"))
+        raise FingerprintError(f"{where!r} is missing")
+    facts = parse_version_py(dist.files.read_text("torch/version.py"), where)
+    full_version = _str_fact(facts, "__version__", where)
+    release, local = _split_version(full_version, where)
+    try:  # `cuda = 12` is CUDA 12; `cuda = "abc"` is refused, never read as CPU-only
+        cuda = _version_py.runtime_version(facts.get("cuda"), "cuda", where)
+        hip = _version_py.runtime_version(facts.get("hip"), "hip", where)
+    except _version_py.VersionPyError as exc:
+        raise FingerprintError(str(exc)) from exc
     torch = TorchFacts(
-        release=release,
-        local=local,
-        cxx11_abi=_provider_abi(dist),
-        cuda=_optional_str(facts.get("cuda")),
-        hip=_optional_str(facts.get("hip")),
+        release=release, local=local, cxx11_abi=_provider_abi(dist), cuda=cuda, hip=hip
     )
     cuda_major = _provider_cuda_major(dist, torch)
     return Fingerprint(
@@ -165,26 +183,16 @@ def provider_fingerprint(dist: Distribution) -> Fingerprint:
     )
 
 
-def parse_version_py(text: str) -> dict[str, object]:
-    """Module-level constant assignments of a version.py, without executing it."""
+def parse_version_py(text: str, where: str = "version.py") -> dict[str, object]:
+    """Module-level constant assignments of a version.py, without executing it.
+
+    A name assigned anything but a constant maps to `_version_py.NOT_CONSTANT`; `where`
+    names the file in the error for a file that does not parse.
+    """
     try:
-        tree = ast.parse(text)
-    except SyntaxError as exc:
-        raise FingerprintError(f"version.py does not parse: {exc}") from exc
-    values: dict[str, object] = {}
-    for node in tree.body:
-        target, value = _assignment(node)
-        if isinstance(target, ast.Name) and isinstance(value, ast.Constant):
-            values[target.id] = value.value
-    return values
-
-
-def _assignment(node: ast.stmt) -> tuple[ast.expr | None, ast.expr | None]:
-    if isinstance(node, ast.Assign) and len(node.targets) == 1:
-        return node.targets[0], node.value
-    if isinstance(node, ast.AnnAssign):
-        return node.target, node.value
-    return None, None
+        return _version_py.parse(text, where)
+    except _version_py.VersionPyError as exc:
+        raise FingerprintError(str(exc)) from exc
 
 
 def _provider_abi(dist: Distribution) -> bool | None:
@@ -321,7 +329,10 @@ def built_against_release(specifier: str, link: Link) -> str | None:
 
     for spec in SpecifierSet(specifier):
         if spec.operator in ("==", "===") and "*" not in spec.version:
-            return spec.version.split("+")[0]
+            release = spec.version.split("+")[0]
+            with contextlib.suppress(InvalidVersion):  # `===` takes any string
+                Version(release)
+                return release
     if link == "stable":
         lower = [s.version for s in SpecifierSet(specifier) if s.operator in (">=", "~=")]
         if lower:
@@ -334,7 +345,8 @@ def _consumer_variant(dist: Distribution) -> str | None:
     relpath = f"{dist.key.replace('-', '_')}/version.py"
     version = dist.version
     if dist.files.exists(relpath):
-        value = parse_version_py(dist.files.read_text(relpath)).get("__version__")
+        text = dist.files.read_text(relpath)
+        value = parse_version_py(text, dist.describe(relpath)).get("__version__")
         version = value if isinstance(value, str) else version
     local = version.partition("+")[2]
     return local if _VARIANT.match(local) else None
@@ -366,7 +378,7 @@ def _split_version(text: str, where: str) -> tuple[str, str | None]:
     try:
         version = Version(text)
     except InvalidVersion as exc:
-        raise FingerprintError(f"{where!r}: invalid __version__ {text!r}") from exc
+        raise FingerprintError(f"{where!r}: invalid __version__ {text[:60]!r}") from exc
     return version.public, version.local
 
 
@@ -377,68 +389,6 @@ def _str_fact(facts: dict[str, object], key: str, where: str) -> str:
     return value
 
 
-def _optional_str(value: object) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
-_OPTIONAL_STR = (str, type(None))
-# The JSON types of the fields: a fingerprint that mistypes one is refused, not half used.
-_FIELD_TYPES: dict[str, tuple[type, ...]] = {
-    "role": (str,), "name": (str,), "version": (str,), "abi_tag": (str,),
-    "link": _OPTIONAL_STR, "requires_torch": _OPTIONAL_STR, "cuda_major": (int, type(None)),
-}
-_TORCH_FIELD_TYPES: dict[str, tuple[type, ...]] = {
-    "release": _OPTIONAL_STR, "local": _OPTIONAL_STR, "cxx11_abi": (bool, type(None)),
-    "cuda": _OPTIONAL_STR, "hip": _OPTIONAL_STR,
-}
-
-
-def _mistyped(data: dict[str, Any], types: dict[str, tuple[type, ...]], prefix: str) -> list[str]:
-    """`prefix+key value` of every present field whose value is not of its type (bool != int)."""
-    found = []
-    for key, allowed in types.items():
-        value = data.get(key)
-        wrong = not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed)
-        if key in data and wrong:
-            found.append(f"{prefix}{key} {value!r}")
-    return found
-
-
-def _from_json(data: object) -> Fingerprint:
-    if not isinstance(data, dict):
-        raise FingerprintError("a fingerprint must be a JSON object")
-    if data.get("schema") != SCHEMA:
-        raise FingerprintError(f"fingerprint schema {data.get('schema')!r} is not {SCHEMA}")
-    mistyped = _mistyped(data, _FIELD_TYPES, "")
-    if isinstance(data.get("torch"), dict):
-        mistyped += _mistyped(data["torch"], _TORCH_FIELD_TYPES, "torch.")
-    libraries = data.get("torch_libraries") or []
-    if not isinstance(libraries, list) or not all(isinstance(x, str) for x in libraries):
-        mistyped.append(f"torch_libraries {libraries!r}")
-    if mistyped:
-        raise FingerprintError(f"fingerprint mistypes a field: {', '.join(mistyped)}")
-    try:
-        torch = TorchFacts(**data["torch"])
-        fingerprint = Fingerprint(
-            role=data["role"],
-            name=data["name"],
-            version=data["version"],
-            torch=torch,
-            link=data.get("link"),
-            requires_torch=data.get("requires_torch"),
-            cuda_major=data.get("cuda_major"),
-            abi_tag=data["abi_tag"],
-            torch_libraries=tuple(data.get("torch_libraries") or ()),
-        )
-    except (KeyError, TypeError) as exc:
-        raise FingerprintError(f"fingerprint lacks or mistypes a field: {exc}") from exc
-    if fingerprint.role not in ("provider", "consumer"):
-        raise FingerprintError(f"fingerprint role {fingerprint.role!r} is not provider/consumer")
-    if fingerprint.role == "consumer" and fingerprint.link not in ("cxx", "stable", "python"):
-        raise FingerprintError(f"consumer link {fingerprint.link!r} is not cxx/stable/python")
-    return fingerprint
-
-
 __all__ = [
     "DistributionError",
     "Fingerprint",
@@ -446,4 +396,5 @@ __all__ = [
     "TorchFacts",
     "abi_tag",
     "fingerprint_path",
+    "load_fingerprint",
 ]

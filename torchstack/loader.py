@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from torchstack import elf
+from torchstack._files import FileKindError, open_regular, read_regular
 from torchstack.errors import TorchstackError
 
 log = logging.getLogger(__name__)
@@ -205,9 +206,8 @@ def _conf_dirs(path: str, root: str, seen: set[str]) -> list[str]:
         return []
     seen.add(path)
     try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            lines = handle.read().splitlines()
-    except OSError as exc:
+        lines = read_regular(path).decode("utf-8", "replace").splitlines()
+    except (OSError, FileKindError) as exc:  # a FIFO is refused, never waited on
         log.debug("not reading %s: %s", path, exc)
         return []
     dirs: list[str] = []
@@ -346,9 +346,9 @@ def iter_shared_objects(root: str | os.PathLike[str]) -> Iterator[str]:
 
 def _is_elf(path: str) -> bool:
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:  # a FIFO named *.so is skipped, never waited on
             magic = handle.read(len(elf.ELF_MAGIC))
-    except OSError as exc:
+    except (OSError, FileKindError) as exc:
         log.debug("skipping %s: %s", path, exc)
         return False
     if magic != elf.ELF_MAGIC:

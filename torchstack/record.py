@@ -7,7 +7,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from torchstack.fingerprint import Fingerprint
+from torchstack.fingerprint import Fingerprint, load_fingerprint
 
 FINGERPRINT_FILE = Path("easybuild") / "torchstack-fingerprint.json"
 PROVIDER_VARIABLE = "TORCHSTACK_TORCH_ABI"
@@ -31,11 +31,15 @@ def write_fingerprint(installdir: str | Path, fingerprint: Fingerprint) -> Path:
 
 
 def read_fingerprint(installdir: str | Path) -> Fingerprint | None:
-    """The fingerprint an installation recorded, None when it has none."""
+    """The fingerprint an installation recorded, None when it has none.
+
+    A recorded file that cannot be read or breaks the contract (not JSON, nested too deeply,
+    a FIFO, a field of the wrong type) is a `FingerprintError` naming it, never taken as none.
+    """
     path = Path(installdir) / FINGERPRINT_FILE
-    if not path.is_file():
+    if not os.path.lexists(path):
         return None
-    return Fingerprint.from_json(json.loads(path.read_text(encoding="utf-8")))
+    return load_fingerprint(path)
 
 
 def whatis_line(fingerprint: Fingerprint) -> str:

@@ -26,17 +26,15 @@ def execute(args: argparse.Namespace) -> int:
 
 
 def load(argument: str) -> Fingerprint:
-    """A fingerprint from a JSON file (as `fingerprint --json` writes it) or from a path."""
-    import json
-    from pathlib import Path
+    """A fingerprint from a JSON file (as `fingerprint --json` writes it) or from a path.
 
-    from torchstack.fingerprint import Fingerprint, FingerprintError, fingerprint_path
+    A `*.json` that is there and is no folder is read as JSON (a FIFO or a symlink loop so
+    named is refused as what it is); its fingerprint is validated against the contract.
+    """
+    import os
 
-    path = Path(argument)
-    if path.suffix == ".json" and path.is_file():
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise FingerprintError(f"{argument!r} is not a fingerprint JSON file: {exc}") from exc
-        return Fingerprint.from_json(data)
-    return fingerprint_path(path)
+    from torchstack.fingerprint import fingerprint_path, load_fingerprint
+
+    if argument.endswith(".json") and os.path.lexists(argument) and not os.path.isdir(argument):
+        return load_fingerprint(argument)
+    return fingerprint_path(argument)

@@ -146,8 +146,8 @@ def torch_compiler(torch_folder: str) -> str | None:
 def _comment(path: str) -> str:
     try:
         with elf.map_file(path) as stream:
-            section = elf.open_elf(stream, path).get_section_by_name(".comment")
-            return section.data().decode("utf-8", "replace") if section is not None else ""
+            data = elf.section_data(stream, path, ".comment")
+            return data.decode("utf-8", "replace") if data is not None else ""
     except (OSError, elf.ElfError) as exc:
         log.debug("no .comment from %s: %s", path, exc)
         return ""
