@@ -22,11 +22,13 @@ secure (setuid) execution.
 
 from __future__ import annotations
 
+import functools
 import glob
 import logging
 import os
 import platform
 import re
+import subprocess
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -39,12 +41,12 @@ log = logging.getLogger(__name__)
 
 Step = Literal["preloaded", "path", "rpath", "ld_library_path", "runpath", "system", "unresolved"]
 
-# e_machine -> (AT_PLATFORM, the Debian multiarch triplet)
+# e_machine -> (AT_PLATFORM, the Debian multiarch triplet, glibc's ld.so)
 _MACHINES = {
-    "EM_X86_64": ("x86_64", "x86_64-linux-gnu"),
-    "EM_386": ("i686", "i386-linux-gnu"),
-    "EM_AARCH64": ("aarch64", "aarch64-linux-gnu"),
-    "EM_PPC64": ("ppc64le", "powerpc64le-linux-gnu"),
+    "EM_X86_64": ("x86_64", "x86_64-linux-gnu", "/lib64/ld-linux-x86-64.so.2"),
+    "EM_386": ("i686", "i386-linux-gnu", "/lib/ld-linux.so.2"),
+    "EM_AARCH64": ("aarch64", "aarch64-linux-gnu", "/lib/ld-linux-aarch64.so.1"),
+    "EM_PPC64": ("ppc64le", "powerpc64le-linux-gnu", "/lib64/ld64.so.2"),
 }
 # $ORIGIN, ${ORIGIN}, ...; an unbraced token must end the entry or be followed by a slash.
 _TOKEN = re.compile(r"\$(?:\{(ORIGIN|LIB|PLATFORM)\}|(ORIGIN|LIB|PLATFORM)(?=/|$))")
@@ -139,14 +141,30 @@ def token_values(obj: SharedObject, root: str = "/") -> dict[str, str | None]:
     resolves them only for the executable (through /proc/self/exe), never for libraries.
     $LIB is what glibc was configured with: lib/<triplet> on multiarch systems (Debian,
     Ubuntu: `root`/usr/lib/<triplet> exists), else lib64 for 64-bit and lib for 32-bit objects.
-    $PLATFORM is the machine name; None for a machine not known here, which drops the entry.
+    $PLATFORM is the machine name, or the CPU name glibc before 2.37 puts in its place on this
+    host (`haswell`, `xeon_phi`); None for a machine not known here, which drops the entry.
     """
-    machine, triplet = _MACHINES.get(obj.kind.machine, (None, None))
+    machine, triplet, ld_so = _MACHINES.get(obj.kind.machine, (None, None, None))
+    if machine and ld_so and root == "/":
+        machine = _glibc_platform(ld_so) or machine
     if triplet and os.path.isdir(os.path.join(root, "usr/lib", triplet)):
         lib = f"lib/{triplet}"
     else:
         lib = "lib64" if obj.kind.elfclass == 64 else "lib"
     return {"ORIGIN": os.path.dirname(obj.path), "LIB": lib, "PLATFORM": machine}
+
+
+@functools.cache
+def _glibc_platform(ld_so: str) -> str | None:
+    """$PLATFORM as this host's ld.so expands it; None where that ld.so cannot say."""
+    try:
+        out = subprocess.run(
+            [ld_so, "--list-diagnostics"], capture_output=True, text=True, timeout=30, check=False
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None  # not this machine's loader, or glibc older than 2.33
+    found = re.search(r'^dl_platform="([^"]+)"$', out, re.MULTILINE)
+    return found.group(1) if found else None
 
 
 def expand_tokens(entry: str, values: Mapping[str, str | None]) -> str | None:
@@ -241,7 +259,7 @@ def _inside(root: str, path: str) -> str:
 
 def trusted_dirs(root: str = "/") -> tuple[str, ...]:
     """The folders ld.so always searches last: multiarch ones of this machine, lib64, lib."""
-    triplet = next((t for m, t in _MACHINES.values() if m == platform.machine()), None)
+    triplet = next((t for m, t, _ in _MACHINES.values() if m == platform.machine()), None)
     names = [f"lib/{triplet}", f"usr/lib/{triplet}"] if triplet else []
     return tuple(_inside(root, name) for name in [*names, "lib64", "usr/lib64", "lib", "usr/lib"])
 
