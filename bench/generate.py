@@ -44,8 +44,8 @@ from _common import log, positive
 from indexserver import IndexServer
 from wheelbuild import build_sparse_wheel
 
-from torchstack import catalog
 from torchstack.cli import main
+from torchstack.index import catalog
 
 RELEASE = "2.9.1"
 TOOLCHAINS = ("foss/2025a", "gfbf/2025a")

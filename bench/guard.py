@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
-"""Benchmark `module load` of a torch consumer with and without the torchstack guards.
+"""Benchmark `module load` of a torch consumer with and without the torchstack halves.
 
 Two module trees of the same shape are written to a temporary directory, as EasyBuild would
 write them (Lua, a PythonBundle-style PyTorch module with $EBROOT*, PYTHONPATH and
 CMAKE_PREFIX_PATH, `conflict("PyTorch")` and `depends_on` on a trivial Python module):
 
   A  unguarded  Python/3.11.7, PyTorch/2.13.0, torchvision/0.29.1
-  B  guarded    the same, plus guards.provider_lua at the end of PyTorch/2.13.0 and
-                guards.consumer_lua before torchvision's depends_on("PyTorch/2.13.0")
+  B  guarded    the same, plus halves.provider_lua at the end of PyTorch/2.13.0 and
+                halves.consumer_lua before torchvision's depends_on("PyTorch/2.13.0")
 
 The fingerprints are built directly: torch 2.13.0+cpu (torch-2.13.0-cxx11-cpu) and a cxx
 consumer built on it. Every command runs the real Lmod in a clean environment (HOME, PATH,
@@ -49,8 +49,8 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from _common import log, positive  # noqa: E402
 
-from torchstack import guards  # noqa: E402
 from torchstack.fingerprint import Fingerprint, TorchFacts, abi_tag  # noqa: E402
+from torchstack.guards import halves  # noqa: E402
 
 LMOD_INIT = Path("/usr/share/lmod/lmod/init/bash")
 DEFAULT_ROUNDS = 21
@@ -142,19 +142,19 @@ def torch_module(software: Path, guarded: bool) -> str:
         + f'prepend_path("LIBRARY_PATH", pathJoin({torch_sp}, "lib"))\n'
         + f"-- Built with EasyBuild version {EB_VERSION}\n"
     )
-    if guarded:  # as torchstack.modulefile does: the provider half at the end
-        text += "\n" + guards.provider_lua(PROVIDER, TORCH_MODULE)
+    if guarded:  # as torchstack.guards.modulefile does: the provider half at the end
+        text += "\n" + halves.provider_lua(PROVIDER, TORCH_MODULE)
     return text
 
 
 def consumer_module(software: Path, guarded: bool) -> str:
     prefix = software / "torchvision" / "0.29.1"
-    guard = guards.consumer_lua(CONSUMER, CONSUMER_MODULE, TORCH_MODULE) if guarded else ""
+    guard = halves.consumer_lua(CONSUMER, CONSUMER_MODULE, TORCH_MODULE) if guarded else ""
     return (
         _header("Datasets, Transforms and Models specific to Computer Vision",
                 "https://github.com/pytorch/vision")
         + f'\nconflict("torchvision")\n\ndepends_on("{PYTHON_MODULE}")\n\n'
-        + guard  # right before the dependency on PyTorch, as torchstack.modulefile places it
+        + guard  # right before the dependency on PyTorch, as torchstack.guards.modulefile places it
         + f'depends_on("{TORCH_MODULE}")\n\n'
         + _paths(prefix, "torchvision", "0.29.1", site_packages=True)
         + f"-- Built with EasyBuild version {EB_VERSION}\n"
@@ -272,7 +272,7 @@ def check_load(tree: Tree, home: Path) -> None:
         "LOADEDMODULES": ":".join([PYTHON_MODULE, TORCH_MODULE, CONSUMER_MODULE]),
         "TORCHSTACK_TORCH_ABI": PROVIDER.abi_tag if tree.guarded else "<unset>",
         "TORCHSTACK_TORCH_MODULE": TORCH_MODULE if tree.guarded else "<unset>",
-        "TORCHSTACK_CONSUMERS": (guards.registration(CONSUMER, CONSUMER_MODULE, TORCH_MODULE)
+        "TORCHSTACK_CONSUMERS": (halves.registration(CONSUMER, CONSUMER_MODULE, TORCH_MODULE)
                                  if tree.guarded else "<unset>"),
     }
     wrong = [f"{k}={got.get(k)!r}, expected {v!r}" for k, v in expected.items()

@@ -15,8 +15,7 @@ from easybuild.easyblocks.pytorch import EB_PyTorch
 from easybuild.framework.easyconfig import CUSTOM
 from easybuild.tools.modules import get_software_version
 
-from torchstack import easyblock_steps as steps
-from torchstack import installcheck
+from torchstack.install import libraries, steps
 
 
 class PyTorchSource(EB_PyTorch):
@@ -45,7 +44,7 @@ class PyTorchSource(EB_PyTorch):
 
     def sanity_check_step(self, *args, **kwargs):
         """Also: every shared object finds its libraries; torch is the declared release and CUDA."""
-        search_path = installcheck.search_path(os.environ.get('LD_LIBRARY_PATH', ''), steps.dependency_roots(self))
+        search_path = libraries.search_path(os.environ.get('LD_LIBRARY_PATH', ''), steps.dependency_roots(self))
         steps.check_libraries_resolve(self, search_path)
         steps.check_declared_torch(self.fingerprint, self.version, get_software_version('CUDA'),
                                    self.cfg['torchstack_abi_tag'])

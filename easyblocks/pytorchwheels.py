@@ -5,7 +5,7 @@ PythonBundle does the fetching, checksum verification and module environment; th
 easyblock installs all wheels in one fast, parallel step, checks that they fit the Python
 and the host, and records the torchstack fingerprint of the result. With cuda_libs = 'modules'
 on sites whose modules set no LD_LIBRARY_PATH (eb --rpath), it writes the CUDA modules' library
-folders into the RPATH of the installed libraries (cuda_libs_rpath, see torchstack.runpath).
+folders into the RPATH of the installed libraries (cuda_libs_rpath, see torchstack.install.runpath).
 Every decision is made by the torchstack library; this file is glue.
 """
 import os
@@ -20,17 +20,10 @@ from easybuild.tools.filetools import remove
 from easybuild.tools.modules import get_software_root, get_software_version
 from easybuild.tools.run import run_shell_cmd
 
-from torchstack import (
-    TorchstackError,
-    cudalibs,
-    installcheck,
-    installer,
-    jitcheck,
-    runpath,
-    wheeltags,
-)
-from torchstack import easyblock_steps as steps
+from torchstack import TorchstackError, cudalibs, wheeltags
 from torchstack.distributions import importable_top_level
+from torchstack.install import jitcheck, libraries, runpath, steps
+from torchstack.install.wheels import install_command, leftovers
 
 CUDA_LIBS_CHOICES = ('wheels', 'modules')
 
@@ -87,12 +80,12 @@ class PyTorchWheels(PythonBundle):
                 self.import_names.extend(importable_top_level(Path(ext.src)))
                 ext.options['modulename'] = False
         cuda_plan = self._cuda_modules_plan([ext.src for ext in wheels])
-        cmd = installer.install_command(self.python_cmd, self.installdir, [ext.src for ext in wheels])
+        cmd = install_command(self.python_cmd, self.installdir, [ext.src for ext in wheels])
         self.log.info("Installing %d wheels with one command", len(wheels))
         try:
             run_shell_cmd(' '.join(cmd))
         finally:
-            remove(installer.leftovers(self.installdir))
+            remove(leftovers(self.installdir))
         for line in cudalibs.write_stand_ins(Path(self.installdir) / self.pylibdir, cuda_plan):
             self.log.info("torchstack: %s", line)
         others = [ext for ext in self.ext_instances if ext not in wheels]
@@ -125,7 +118,7 @@ class PyTorchWheels(PythonBundle):
         return wanted and self.cfg['cuda_libs'] == 'modules'
 
     def _rewrite_rpath(self):
-        library_dirs = installcheck.module_library_dirs(steps.dependency_roots(self, runtime_only=True))
+        library_dirs = libraries.module_library_dirs(steps.dependency_roots(self, runtime_only=True))
         try:
             rewrites = runpath.rewrite_tree(self.installdir, library_dirs)
         except TorchstackError as err:
@@ -169,7 +162,7 @@ class PyTorchWheels(PythonBundle):
         if self._rpath_cuda_libs():
             search_path = []
         else:
-            search_path = installcheck.search_path(os.environ.get('LD_LIBRARY_PATH', ''), steps.dependency_roots(self))
+            search_path = libraries.search_path(os.environ.get('LD_LIBRARY_PATH', ''), steps.dependency_roots(self))
         steps.check_libraries_resolve(self, search_path)
 
     def _check_declared_torch(self):

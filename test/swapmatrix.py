@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ebenv import EasyBuildEnv
 
-from torchstack.record import read_fingerprint
+from torchstack.guards.record import read_fingerprint
 
 # How each consumer class is called: ext is cxx, vision is stable (CUDA 13), toy is python.
 CALLS = {

@@ -30,9 +30,9 @@ from indexserver import IndexServer
 from slurm import SlurmCluster, eb_environ, shared_cluster
 from wheelbuild import build_wheel
 
-from torchstack import jobs
 from torchstack.cli import main
-from torchstack.record import FINGERPRINT_FILE
+from torchstack.generator import jobs
+from torchstack.guards.record import FINGERPRINT_FILE
 
 JOB_TIMEOUT = 900  # a bound on waiting for the jobs, not a pass/fail threshold
 EASYSTACK = "easystack-system-system-cpu-x86_64.yaml"

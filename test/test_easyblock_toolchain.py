@@ -9,7 +9,7 @@ from pathlib import Path
 from ebenv import EasyBuildEnv, wheel_easyconfig, write_gcccore_toolchain
 from wheelbuild import sha256
 
-from torchstack.jitcheck import SUCCESS
+from torchstack.install.jitcheck import SUCCESS
 
 Factory = Callable[[str], Path]
 

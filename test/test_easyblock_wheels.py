@@ -13,7 +13,7 @@ from ebenv import EasyBuildEnv, wheel_easyconfig
 from wheelbuild import build_wheel, sha256
 
 from torchstack.fingerprint import fingerprint_path
-from torchstack.record import FINGERPRINT_FILE
+from torchstack.guards.record import FINGERPRINT_FILE
 
 Factory = Callable[[str], Path]
 PYTORCH_DEP = ("PyTorch", "2.13.0", "-whl")

@@ -24,7 +24,7 @@ from packaging.version import InvalidVersion, Version
 from synthetic import SyntheticWheels
 
 from torchstack.fingerprint import FingerprintError, fingerprint_path, load_fingerprint
-from torchstack.record import FINGERPRINT_FILE, read_fingerprint
+from torchstack.guards.record import FINGERPRINT_FILE, read_fingerprint
 
 pytest_plugins = ["synthetic"]
 

@@ -21,8 +21,8 @@ from ebenv import EasyBuildEnv
 from indexserver import IndexServer
 from releasewheels import CU12_PINS, cpu_release, pypi_release
 
-from torchstack import toolchains
 from torchstack.cli import main
+from torchstack.generator import toolchains
 
 TOOLCHAINS = ("foss/2025a", "foss/2024a")
 WHL_SET = [
@@ -294,7 +294,7 @@ class TestOffline:
 
     def test_embedded_catalog(self, tmp_path: Path) -> None:
         """The shipped catalog: the README's main job works without any network."""
-        from torchstack import catalog
+        from torchstack.index import catalog
 
         releases = catalog.releases()
         assert releases, "no release in the embedded catalog"

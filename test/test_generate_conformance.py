@@ -15,8 +15,8 @@ import pytest
 from ebenv import EasyBuildEnv
 from test_render import duplicate_keys
 
-from torchstack import catalog
 from torchstack.cli import main
+from torchstack.index import catalog
 
 # Every foss toolchain that generates for some release of the catalog. foss/2023b lacks a
 # module torch requires (typing-extensions) for most releases: torchstack skips those sets and

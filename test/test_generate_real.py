@@ -20,7 +20,7 @@ from ebenv import PYTHON_VERSION, EasyBuildEnv, make_python_root
 from indexserver import IndexServer
 
 from torchstack.cli import main
-from torchstack.record import FINGERPRINT_FILE
+from torchstack.guards.record import FINGERPRINT_FILE
 
 
 @pytest.fixture(scope="module")

@@ -21,10 +21,11 @@ from ebenv import EasyBuildEnv
 from indexserver import IndexServer
 from releasewheels import cpu_release, pypi_release
 
-from torchstack import cudalibs, cudamodules, toolchains
+from torchstack import cudalibs
 from torchstack.cli import main
-from torchstack.index import IndexUnreachableError
-from torchstack.release import Request, Resolver
+from torchstack.generator import cudamodules, toolchains
+from torchstack.generator.release import Request, Resolver
+from torchstack.index.simple import IndexUnreachableError
 
 CUDA = "('CUDA', '12.8.0', '', SYSTEM)"
 AS_ROOT = "export EASYBUILD_ALLOW_USE_AS_ROOT_AND_ACCEPT_CONSEQUENCES=1\n"  # as in run_eb

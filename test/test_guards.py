@@ -1,6 +1,6 @@
-"""torchstack.guards: guard halves and SitePackage.lua, run by the real Lmod on hand-written trees.
+"""torchstack.guards.halves: guard halves and SitePackage.lua, run by the real Lmod on trees.
 
-Every module body comes from torchstack.guards; the fingerprints are built directly. Each
+Every module body comes from torchstack.guards.halves; the fingerprints are built directly. Each
 scenario runs one clean `bash` (no inherited LOADEDMODULES, _LMFILES_ or __LMOD* variables,
 MODULEPATH on the tree) and snapshots the whole environment after every `module` command, so
 "a refused command leaves the environment as it was" is checked byte for byte.
@@ -15,12 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from torchstack import compat, guards, record
-from torchstack._lua import EVALUATOR as LUA_EVALUATOR
-from torchstack._tcl import EVALUATOR as TCL_EVALUATOR
+from torchstack import compat
 from torchstack.cli import main
 from torchstack.fingerprint import Fingerprint, Link, TorchFacts, abi_tag
-from torchstack.guards import GuardError
+from torchstack.guards import halves, record
+from torchstack.guards.halves import GuardError
+from torchstack.guards.lua import EVALUATOR as LUA_EVALUATOR
+from torchstack.guards.tcl import EVALUATOR as TCL_EVALUATOR
 
 LMOD_INIT = "/usr/share/lmod/lmod/init/bash"
 
@@ -78,7 +79,7 @@ class Step:
 
     @property
     def consumers(self) -> list[str]:
-        return self.env.get(guards.CONSUMERS_VARIABLE, "").split(";")
+        return self.env.get(halves.CONSUMERS_VARIABLE, "").split(";")
 
     def torchstack(self) -> dict[str, str]:
         return {k: v for k, v in self.env.items() if k.startswith("TORCHSTACK_")}
@@ -123,13 +124,13 @@ def write_module(root: Path, name: str, syntax: str, body: str) -> None:
 
 
 def provider_module(fp: Fingerprint, name: str, syntax: str) -> str:
-    return guards.provider_lua(fp, name) if syntax == "lua" else guards.provider_tcl(fp, name)
+    return halves.provider_lua(fp, name) if syntax == "lua" else halves.provider_tcl(fp, name)
 
 
 def consumer_module(fp: Fingerprint, name: str, home: str, syntax: str) -> str:
     if syntax == "lua":
-        return guards.consumer_lua(fp, name, home) + f'depends_on("{home}")\n'
-    return guards.consumer_tcl(fp, name, home) + f"depends-on {home}\n"
+        return halves.consumer_lua(fp, name, home) + f'depends_on("{home}")\n'
+    return halves.consumer_tcl(fp, name, home) + f"depends-on {home}\n"
 
 
 SYNTAXES = [
@@ -172,7 +173,7 @@ class TestPlainLoads:
         _, step = run_module(tmp_path, tree, f"load {name}")
         assert step.rc == 0, step.err
         assert step.loaded == {name, home}
-        assert step.consumers == [guards.registration(fp, name, home)]
+        assert step.consumers == [halves.registration(fp, name, home)]
         assert step.env["TORCHSTACK_TORCH_ABI"] == PROVIDERS[home].abi_tag
         assert step.env["TORCHSTACK_TORCH_MODULE"] == home
 
@@ -267,12 +268,12 @@ class TestSeveralConsumers:
                            "unload vision-cxx/cpu", "swap PyTorch/a PyTorch/b",
                            "unload vision-stable/cpu", "purge")
         assert [s.rc for s in steps] == [0] * 7, [s.err for s in steps]
-        assert steps[2].consumers == [guards.registration(stable[0], "vision-stable/cpu",
+        assert steps[2].consumers == [halves.registration(stable[0], "vision-stable/cpu",
                                                           stable[1]),
-                                      guards.registration(cxx[0], "vision-cxx/cpu", cxx[1])]
+                                      halves.registration(cxx[0], "vision-cxx/cpu", cxx[1])]
         assert steps[3].consumers == [steps[2].consumers[0]]
         assert steps[4].loaded == {"vision-stable/cpu", "PyTorch/b"}  # cxx gone: swap allowed
-        assert guards.CONSUMERS_VARIABLE not in steps[5].env
+        assert halves.CONSUMERS_VARIABLE not in steps[5].env
         assert steps[6].torchstack() == {} and steps[6].loaded == set()
 
     def test_registration_outlives_its_torch(self, tree: Path, tmp_path: Path) -> None:
@@ -308,7 +309,7 @@ NASTY = [
 class TestLuaString:
     @pytest.mark.parametrize("text", NASTY)
     def test_lua_reads_back_the_text(self, text: str) -> None:
-        out = subprocess.run(["lua5.3", "-e", f"io.write({guards.lua_string(text)})"],
+        out = subprocess.run(["lua5.3", "-e", f"io.write({halves.lua_string(text)})"],
                              capture_output=True, check=True).stdout
         assert out.decode() == text
 
@@ -319,7 +320,7 @@ class TestTclString:
         # inside a braced body, where an unescaped brace would break the script
         script = tmp_path / "t.tcl"
         script.write_text("fconfigure stdout -translation binary -encoding utf-8\n"
-                          f"if {{1}} {{ puts -nonewline {guards.tcl_string(text)} }}\n",
+                          f"if {{1}} {{ puts -nonewline {halves.tcl_string(text)} }}\n",
                           encoding="utf-8")
         out = subprocess.run(["tclsh", str(script)], capture_output=True, check=True).stdout
         assert out.decode() == text
@@ -366,12 +367,12 @@ class TestSpecifierClauses:
         ],
     )
     def test_clauses(self, specifier: str, expected: tuple[str, ...]) -> None:
-        assert guards.specifier_clauses(specifier) == expected
+        assert halves.specifier_clauses(specifier) == expected
 
     @pytest.mark.parametrize("specifier", ["~=2", ">=two", "torch>=2"])
     def test_invalid(self, specifier: str) -> None:
         with pytest.raises(GuardError, match="invalid torch requirement"):
-            guards.specifier_clauses(specifier)
+            halves.specifier_clauses(specifier)
 
 
 class TestRequirement:
@@ -390,17 +391,17 @@ class TestRequirement:
         ],
     )
     def test_payload(self, fp: Fingerprint, payload: str) -> None:
-        assert guards.requirement(fp).payload == payload
+        assert halves.requirement(fp).payload == payload
 
     def test_provider_is_refused(self) -> None:
         with pytest.raises(GuardError, match=re.escape("torch 2.13.0+cpu is a torch provider")):
-            guards.requirement(CPU)
+            halves.requirement(CPU)
 
 
 class TestRegistration:
     def test_entry(self) -> None:
         fp = consumer("cxx", "2.13.0", "==2.13.0")
-        assert guards.registration(fp, "tv/0.28.0", "PyTorch/2.13.0") == (
+        assert halves.registration(fp, "tv/0.28.0", "PyTorch/2.13.0") == (
             "tv/0.28.0|cxx|torch-2.13.0-cxx11-cpu|PyTorch/2.13.0")
 
     @pytest.mark.parametrize(
@@ -421,18 +422,18 @@ class TestRegistration:
     def test_names_lmod_would_alter(self, module: str) -> None:
         fp = consumer("cxx", "2.13.0", "==2.13.0")
         with pytest.raises(GuardError, match=re.escape(f"module {module!r}")):
-            guards.registration(fp, module, "PyTorch/a")
+            halves.registration(fp, module, "PyTorch/a")
 
     def test_every_problem_at_once(self) -> None:
         fp = consumer("cxx", "2.13.0", "==2.13.0")
         with pytest.raises(GuardError, match=r"module 'a b'.*provider module 'P;1'"):
-            guards.consumer_lua(fp, "a b", "P;1")
+            halves.consumer_lua(fp, "a b", "P;1")
 
     def test_roles(self) -> None:
         with pytest.raises(GuardError, match="not a provider"):
-            guards.provider_tcl(consumer("python", None, ""), "x/1")
+            halves.provider_tcl(consumer("python", None, ""), "x/1")
         with pytest.raises(GuardError, match="not a consumer"):
-            guards.consumer_tcl(CPU, "x/1", "PyTorch/a")
+            halves.consumer_tcl(CPU, "x/1", "PyTorch/a")
 
 
 # -- the evaluators agree with compat ----------------------------------------------------
@@ -453,7 +454,7 @@ def _matrix() -> list[tuple[Fingerprint, Fingerprint]]:
 def _verdicts(command: list[str], program: str, tmp_path: Path) -> list[bool]:
     script = tmp_path / "evaluate"
     script.write_text(program, encoding="utf-8")
-    lines = "".join(f"{p.abi_tag}\t{c.link}\t{guards.requirement(c).payload}\n"
+    lines = "".join(f"{p.abi_tag}\t{c.link}\t{halves.requirement(c).payload}\n"
                     for p, c in _matrix())
     out = subprocess.run([*command, str(script)], input=lines, capture_output=True,
                          text=True, check=True).stdout
@@ -489,7 +490,7 @@ class TestEvaluatorsAgreeWithCompat:
         rocm, pinned = provider("2.13.0+rocm6.4", hip="6.4.1"), consumer("python", None,
                                                                           "==2.13.0+cpu")
         assert not compat.check(rocm, pinned).compatible
-        assert guards.requirement(pinned).payload == "torch-python,==2.13.0"
+        assert halves.requirement(pinned).payload == "torch-python,==2.13.0"
 
 
 # -- SitePackage.lua ---------------------------------------------------------------------
@@ -525,7 +526,7 @@ def site_tree(tmp_path: Path) -> tuple[Path, Path]:
                                                              "PyTorch/a", "lua"))
     site = tmp_path / "site"
     site.mkdir()
-    (site / "SitePackage.lua").write_text(guards.sitepackage_lua(), encoding="utf-8")
+    (site / "SitePackage.lua").write_text(halves.sitepackage_lua(), encoding="utf-8")
     return root, site
 
 
@@ -605,5 +606,5 @@ class TestCli:
     def test_prints_the_sitepackage(self, capsys: pytest.CaptureFixture[str]) -> None:
         assert main(["lmod-sitepackage"]) == 0
         out = capsys.readouterr().out
-        assert out == guards.sitepackage_lua()
+        assert out == halves.sitepackage_lua()
         assert 'hook.register("finalize"' in out

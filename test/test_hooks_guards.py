@@ -28,8 +28,8 @@ from swapmatrix import (
 )
 from wheelbuild import build_wheel
 
+from torchstack.guards.record import FINGERPRINT_FILE, read_fingerprint
 from torchstack.paths import hooks_path
-from torchstack.record import FINGERPRINT_FILE, read_fingerprint
 
 PB_CPU, PB_COPY = "PyTorch/2.13.0-pb", "PyTorch/2.13.0-copy-pb"
 PB_CUDA = "PyTorch/2.14.1-CUDA-13.0-pb"

@@ -1,4 +1,4 @@
-"""torchstack.index: the simple-index client against a real index server on 127.0.0.1.
+"""torchstack.index.simple: the simple-index client against a real index server on 127.0.0.1.
 
 The server (test/indexserver.py) serves small wheels built here with zipfile and this
 machine's real torch and torchvision wheels, as PEP 691 JSON or PEP 503 HTML, with PEP 658
@@ -23,10 +23,10 @@ import pytest
 from indexserver import IndexServer
 from wheelbuild import build_wheel
 
-from torchstack._indexpages import PageError, parse_html, parse_json, parse_page
-from torchstack._zipdir import ZipDirectoryError, file_dist_info_metadata
 from torchstack.errors import TorchstackError
-from torchstack.index import (
+from torchstack.index._zipdir import ZipDirectoryError, file_dist_info_metadata
+from torchstack.index.pages import PageError, parse_html, parse_json, parse_page
+from torchstack.index.simple import (
     ACCEPT,
     FileHashError,
     IndexAccessError,
@@ -361,7 +361,7 @@ class TestRetries:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
         slept: list[float] = []
-        monkeypatch.setattr("torchstack.index.time.sleep", slept.append)
+        monkeypatch.setattr("torchstack.index.simple.time.sleep", slept.append)
         index = SimpleIndex(f"http://127.0.0.1:{port}/simple/", retries=3, backoff=1.0)
         with pytest.raises(IndexUnreachableError, match="the host refuses connections"):
             index.files("demo")
@@ -370,7 +370,7 @@ class TestRetries:
     def test_name_that_does_not_resolve_fails_fast(self,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
         slept: list[float] = []
-        monkeypatch.setattr("torchstack.index.time.sleep", slept.append)
+        monkeypatch.setattr("torchstack.index.simple.time.sleep", slept.append)
         index = SimpleIndex("https://no-such-host.invalid/simple/", retries=3, backoff=1.0)
         with pytest.raises(IndexUnreachableError, match="the host name does not resolve"):
             index.files("demo")

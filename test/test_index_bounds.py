@@ -19,15 +19,17 @@ from hypothesis import strategies as st
 from indexserver import JSON_TYPE, IndexServer, metadata_bomb
 from wheelbuild import build_wheel
 
-from torchstack import _zipdir, catalog, render
 from torchstack.errors import TorchstackError
-from torchstack.index import (
+from torchstack.generator import render
+from torchstack.index.simple import (
     IndexAccessError,
     IndexFile,
     ProjectNotFoundError,
     SimpleIndex,
     SizeLimitError,
     WheelMetadataError,
+    _zipdir,
+    catalog,
     strip_userinfo,
 )
 

@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
-from torchstack import catalog
-from torchstack._indexpages import NotAnIndexPageError, PageError, parse_html, parse_json
-from torchstack.index import IndexFile, IndexUnreachableError
+from torchstack.index import catalog
+from torchstack.index.pages import NotAnIndexPageError, PageError, parse_html, parse_json
+from torchstack.index.simple import IndexFile, IndexUnreachableError
 
 PAGE = "https://example.org/simple/demo/"
 SHA = "ab" * 32

@@ -1,4 +1,4 @@
-"""torchstack.installcheck: installations laid out in tmp trees, with tiny libraries from gcc.
+"""torchstack.install.libraries: installations laid out in tmp trees, with tiny libraries from gcc.
 
 Every library is a real ELF shared object; what differs between cases is where the files lie,
 their DT_NEEDED entries and their DT_RUNPATH, as in a real installation:
@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 
 from torchstack import loader
-from torchstack.installcheck import (
-    DRIVER_LIBRARY,
+from torchstack.install.libraries import (
     module_library_dirs,
     torch_loaded_libraries,
     unresolved_libraries,
@@ -130,7 +129,7 @@ class TestDriverLibrary:
         ],
     )
     def test_match(self, name: str, driver: bool) -> None:
-        assert bool(DRIVER_LIBRARY.match(name)) is driver
+        assert bool(loader.DRIVER_LIBRARY.match(name)) is driver
 
 
 class TestModuleLibraryDirs:

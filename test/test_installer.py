@@ -1,4 +1,4 @@
-"""torchstack.installer: the uv command line, and one real install of a tiny wheel with it."""
+"""torchstack.install.wheels: the uv command line, and one real install of a tiny wheel with it."""
 
 from __future__ import annotations
 
@@ -13,7 +13,13 @@ import pytest
 from wheelbuild import build_wheel
 
 from torchstack.errors import TorchstackError
-from torchstack.installer import CACHE_DIR, InstallerError, cache_dir, install_command, uv_binary
+from torchstack.install.wheels import (
+    CACHE_DIR,
+    InstallerError,
+    cache_dir,
+    install_command,
+    uv_binary,
+)
 
 PYTHON_DIR = f"python{sys.version_info[0]}.{sys.version_info[1]}"
 

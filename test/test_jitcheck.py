@@ -1,4 +1,4 @@
-"""torchstack.jitcheck: the sanity-check script is valid Python and announces its success.
+"""torchstack.install.jitcheck: the sanity-check script is valid Python and announces its success.
 
 Running it needs torch and a compiler; the easyblock tests do that. Here: the text itself.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from torchstack.jitcheck import SUCCESS, write_script
+from torchstack.install.jitcheck import SUCCESS, write_script
 
 
 def string_assignments(tree: ast.Module) -> dict[str, str]:

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_cluster_build import CHECKSUM_FAILED, SUBMISSION, SUCCEEDED
 
-from torchstack import jobs
+from torchstack.generator import jobs
 
 TORCH, VISION, AUDIO = "PyTorch-2.13.0-whl", "torchvision-0.28.0-whl", "torchaudio-2.13.0-whl"
 

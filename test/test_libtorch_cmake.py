@@ -20,7 +20,7 @@ from easybuild.framework.easyblock import EasyBlock
 from easybuild.tools.modules import ModuleLoadEnvironment
 from ebenv import EasyBuildEnv
 
-from torchstack.easyblock_steps import add_libtorch_module_paths, libtorch_module_paths
+from torchstack.install.steps import add_libtorch_module_paths, libtorch_module_paths
 
 PYSHORTVER = f"{sys.version_info[0]}.{sys.version_info[1]}"
 TORCH_DIR = f"lib/python{PYSHORTVER}/site-packages/torch"

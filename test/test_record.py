@@ -1,4 +1,4 @@
-"""torchstack.record: the fingerprint file of an installation and the module's whatis line."""
+"""torchstack.guards.record: an installation's fingerprint file and its whatis line."""
 
 from __future__ import annotations
 
@@ -11,7 +11,12 @@ import pytest
 from test_compat import CPU, CU13, ROCM, consumer
 
 from torchstack.fingerprint import Fingerprint
-from torchstack.record import FINGERPRINT_FILE, read_fingerprint, whatis_line, write_fingerprint
+from torchstack.guards.record import (
+    FINGERPRINT_FILE,
+    read_fingerprint,
+    whatis_line,
+    write_fingerprint,
+)
 
 FINGERPRINTS = [
     # a CPU torch

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from packaging.requirements import Requirement
 
-from torchstack.release import ReleaseError, Target, variant_from_pins, wheel_name_version
+from torchstack.generator.release import ReleaseError, Target, variant_from_pins, wheel_name_version
 
 X86 = Target((3, 13), "x86_64")
 ARM = Target((3, 13), "aarch64")

@@ -12,10 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from torchstack import catalog
 from torchstack.cli import main
-from torchstack.index import IndexFile
-from torchstack.render import (
+from torchstack.generator.render import (
     EasyconfigText,
     Extension,
     RenderError,
@@ -27,6 +25,8 @@ from torchstack.render import (
     project_name,
     source,
 )
+from torchstack.index import catalog
+from torchstack.index.simple import IndexFile
 
 SHA = "a" * 64
 

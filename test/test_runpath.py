@@ -1,6 +1,6 @@
 """RPATH wiring for cuda_libs = 'modules' on sites whose modules set no LD_LIBRARY_PATH.
 
-Unit tests run `torchstack.runpath` with the real patchelf on small libraries built with g++
+Unit tests run `torchstack.install.runpath` with the real patchelf on small libraries built with g++
 (one with DT_RPATH like torch's, one with DT_RUNPATH, one that needs nothing from a module),
 and check the result with torchstack's loader model and with the real ld.so (ctypes in a
 subprocess, LD_LIBRARY_PATH unset or pointing at a decoy). The integration test installs the
@@ -24,7 +24,8 @@ from conftest import cache_dir, cache_lock, stage_wheels
 from cudastack import make_module_roots, module_versions, write_module
 from ebenv import EasyBuildEnv, wheel_easyconfig
 
-from torchstack import installcheck, loader, runpath
+from torchstack import loader
+from torchstack.install import libraries, runpath
 
 # -- small libraries -------------------------------------------------------------------------
 
@@ -263,7 +264,7 @@ class TestCudaModules:
 
     def test_every_needed_resolves_without_ld_library_path(self, rpath_module: Path) -> None:
         installdir = rpath_module.parents[2]
-        failures, _ = installcheck.unresolved_libraries(installdir, [], [rpath_module])
+        failures, _ = libraries.unresolved_libraries(installdir, [], [rpath_module])
         assert failures == []
 
     def test_import_torch_with_ld_library_path_unset(

@@ -1,7 +1,7 @@
-"""torchstack.scan and `torchstack scan`: fake EasyBuild install paths built in tmp_path.
+"""torchstack.guards.scan and `torchstack scan`: fake EasyBuild install paths built in tmp_path.
 
 The install path holds Lua and Tcl module files and software folders with recorded
-fingerprints (Fingerprint objects written by torchstack.record), plus one installation without
+fingerprints (written by torchstack.guards.record), plus one installation without
 a record whose site-packages holds a small real wheel, fingerprinted on the fly.
 """
 
@@ -14,11 +14,15 @@ from pathlib import Path
 import pytest
 from wheelbuild import build_wheel
 
-from torchstack._moduleloads import module_files, parse_lua_dependencies, parse_tcl_dependencies
 from torchstack.cli import main
 from torchstack.fingerprint import Fingerprint, Link, TorchFacts, abi_tag
-from torchstack.record import FINGERPRINT_FILE, write_fingerprint
-from torchstack.scan import plan_swap, scan_installpath
+from torchstack.guards.moduleloads import (
+    module_files,
+    parse_lua_dependencies,
+    parse_tcl_dependencies,
+)
+from torchstack.guards.record import FINGERPRINT_FILE, write_fingerprint
+from torchstack.guards.scan import plan_swap, scan_installpath
 
 PREFIX = "torchstack: error: "
 CPU = "PyTorch/2.13.0-whl"

@@ -34,9 +34,9 @@ from test_scan import (
 )
 from test_scan import VISION_STABLE as STABLE
 
-from torchstack._sitepackage_lua import MAX_FINGERPRINT_BYTES
-from torchstack.record import FINGERPRINT_FILE
-from torchstack.scan import Unreadable, fingerprint_installation, plan_swap, scan_installpath
+from torchstack.guards.record import FINGERPRINT_FILE
+from torchstack.guards.scan import Unreadable, fingerprint_installation, plan_swap, scan_installpath
+from torchstack.guards.sitepackage import MAX_FINGERPRINT_BYTES
 
 GOOD = json.dumps(RECORDED[STABLE].to_json(), indent=2)
 

@@ -29,8 +29,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_guards import CU13, LMOD_INIT, Step, _environment, consumer, write_module
 
-from torchstack import guards, record
-from torchstack._sitepackage_lua import (
+from torchstack.guards import halves, record
+from torchstack.guards.sitepackage import (
     MAX_FINGERPRINT_BYTES,
     MAX_JSON_DEPTH,
     SITEPACKAGE_READER,
@@ -91,7 +91,7 @@ class Tree:
         self.root, self.software = tmp_path / "modules", tmp_path / "software"
         self.site = tmp_path / "site"
         self.site.mkdir()
-        (self.site / "SitePackage.lua").write_text(guards.sitepackage_lua(), encoding="utf-8")
+        (self.site / "SitePackage.lua").write_text(halves.sitepackage_lua(), encoding="utf-8")
         prefix = self.software / TORCH
         record.write_fingerprint(prefix, CU13)
         write_module(self.root, TORCH, "lua", f'setenv("EBROOTPYTORCH", "{prefix}")\n')

@@ -18,7 +18,7 @@ from synthetic import PYTHON_SITE, SyntheticWheels, install_prefix
 
 from torchstack import loader
 from torchstack.fingerprint import FingerprintError
-from torchstack.record import FINGERPRINT_FILE, read_fingerprint
+from torchstack.guards.record import FINGERPRINT_FILE, read_fingerprint
 
 pytest_plugins = ["synthetic"]
 

@@ -39,8 +39,8 @@ from wheelbuild import sha256
 from torchstack import symbols
 from torchstack.cli import main
 from torchstack.fingerprint import Fingerprint
+from torchstack.guards.record import FINGERPRINT_FILE, read_fingerprint
 from torchstack.paths import easyblocks_path, hooks_path
-from torchstack.record import FINGERPRINT_FILE, read_fingerprint
 
 TEST_EASYBLOCKS = Path(__file__).parent / "easyblocks"
 ABIS = ("cxx11", "precxx11")

@@ -1,4 +1,4 @@
-"""torchstack.toolchains: toolchain data read with EasyBuild's own parser from a robot path.
+"""torchstack.generator.toolchains: toolchains read by EasyBuild's parser from a robot path.
 
 Two robot paths: the installed easybuild-easyconfigs (the real thing, several toolchains) and
 a small one written here (`robot`): toolchain gfbf/2099a -> GCC/99.1.0 -> GCCcore/99.1.0 ->
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from torchstack.errors import TorchstackError
-from torchstack.toolchains import (
+from torchstack.generator.toolchains import (
     Dependency,
     Toolchain,
     ToolchainError,
@@ -305,7 +305,7 @@ class TestBrokenEasyconfig:
     def test_skipped_in_a_search(self, broken: Path, robot: Path,
                                  caplog: pytest.LogCaptureFixture) -> None:
         # the broken newest Python sits in a robot path before the good one
-        caplog.set_level(logging.DEBUG, logger="torchstack.toolchains")
+        caplog.set_level(logging.DEBUG, logger="torchstack.generator.toolchains")
         toolchain = load_toolchain("gfbf/2099a", [str(broken.parents[2]), str(robot)])
         python = toolchain.python
         assert python.version == "3.10.1"
@@ -492,7 +492,7 @@ class TestEasyBuildConfiguration:
         code = textwrap.dedent(f"""\
             import logging
             logging.basicConfig(level=logging.WARNING)
-            from torchstack.toolchains import default_robot_paths, load_toolchain
+            from torchstack.generator.toolchains import default_robot_paths, load_toolchain
             tc = load_toolchain('foss/2025a', [{str(broken)!r}, *default_robot_paths()])
             print(tc.python.version, tc.find('SciPy-bundle').version)
             """)

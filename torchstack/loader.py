@@ -48,6 +48,8 @@ _MACHINES = {
     "EM_AARCH64": ("aarch64", "aarch64-linux-gnu", "/lib/ld-linux-aarch64.so.1"),
     "EM_PPC64": ("ppc64le", "powerpc64le-linux-gnu", "/lib64/ld64.so.2"),
 }
+# Libraries of the NVIDIA driver: on the compute nodes, never in an installation or a module.
+DRIVER_LIBRARY = re.compile(r"^lib(?:cuda|nvidia-[\w-]+|nvcuvid|nvidia-ml)\.so(?:\.\d+)*$")
 # $ORIGIN, ${ORIGIN}, ...; an unbraced token must end the entry or be followed by a slash.
 _TOKEN = re.compile(r"\$(?:\{(ORIGIN|LIB|PLATFORM)\}|(ORIGIN|LIB|PLATFORM)(?=/|$))")
 # libfoo.so, libfoo.so.1, libfoo.so.1.2.3, _C.cpython-311-x86_64-linux-gnu.so

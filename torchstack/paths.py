@@ -36,7 +36,7 @@ def templates_path() -> Path:
 
 def hooks_path() -> Path:
     """The EasyBuild hooks file, for `eb --hooks=PATH`; found without importing it."""
-    spec = importlib.util.find_spec("torchstack.easybuild_hooks")
+    spec = importlib.util.find_spec("torchstack.install.hooks")
     if spec is None or spec.origin is None:
         raise PathsError("torchstack is installed without its EasyBuild hooks file")
     return Path(spec.origin)

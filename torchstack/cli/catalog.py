@@ -35,7 +35,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 def execute(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from torchstack import catalog
+    from torchstack.index import catalog
 
     folder = Path(args.dir) if args.dir else catalog.catalog_dir()
     if args.action == "list":
@@ -56,14 +56,15 @@ def execute(args: argparse.Namespace) -> int:
 
 
 def _refresh(args: argparse.Namespace, release: str, folder: Path) -> str:
-    from torchstack import catalog, generate
     from torchstack.cli.generate import DEFAULT_INDEXES
-    from torchstack.index import SimpleIndex
+    from torchstack.generator import plan
+    from torchstack.index import catalog
+    from torchstack.index.simple import SimpleIndex
 
     recorders = [catalog.RecordingIndex(SimpleIndex(location))
                  for location in args.indexes or DEFAULT_INDEXES]
-    settings = generate.Settings(
+    settings = plan.Settings(
         release=release, toolchains=tuple(args.toolchains or DEFAULT_TOOLCHAINS),
         robot_paths=tuple(args.robot_paths.split(":")) if args.robot_paths else None)
-    generate.generate(settings, recorders)
+    plan.generate(settings, recorders)
     return str(catalog.save(release, recorders, folder))

@@ -13,7 +13,7 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from torchstack.release import Index
+    from torchstack.generator.release import Index
 
 NAME = "generate"
 NEWEST = "newest"
@@ -75,17 +75,18 @@ def execute(args: argparse.Namespace) -> int:
     import shlex
     from pathlib import Path
 
-    from torchstack import generate, output
+    from torchstack import output
     from torchstack.errors import TorchstackError
+    from torchstack.generator import plan
 
     release = _catalog_release(args) if args.offline else str(args.release)
     indexes, provenance = _indexes(args, release)
     if release == NEWEST:
-        from torchstack.release import newest_release
+        from torchstack.generator.release import newest_release
 
         release = newest_release(indexes)
     specs = tuple(args.toolchains or DEFAULT_TOOLCHAINS)
-    settings = generate.Settings(
+    settings = plan.Settings(
         release=release, toolchains=tuple(s for s in specs if s != NEWEST),
         variants=tuple(args.variants or ()),
         architectures=tuple(args.architectures or ("x86_64", "aarch64")),
@@ -96,27 +97,27 @@ def execute(args: argparse.Namespace) -> int:
     if NEWEST in specs:
         if len(specs) > 1:
             raise TorchstackError("--toolchain newest stands alone")
-        from torchstack import toolchains
+        from torchstack.generator import toolchains
 
         newest_first = toolchains.versions_of("foss", settings.robot_paths)
-        result = generate.newest_toolchain(settings, indexes,
+        result = plan.newest_toolchain(settings, indexes,
                                            [f"foss/{version}" for version in newest_first])
     else:
-        result = generate.generate(settings, indexes)
+        result = plan.generate(settings, indexes)
     folder = Path(args.out or f"torchstack-{release}")
     replaced = output.write_set(folder, result.files(), force=args.force)
-    incomplete = generate.unreachable_lines(result.unreachable)
+    incomplete = plan.unreachable_lines(result.unreachable)
     if args.print_build_command:
-        from torchstack import jobs
+        from torchstack.generator import jobs
 
         cd = f"cd {shlex.quote(str(folder.absolute()))}"
         for name in result.easystacks:
             print(f"# {name}: on this host, or as Slurm jobs (one per easyconfig)")
-            print(f"{cd} && {generate.build_command(name)}")
+            print(f"{cd} && {plan.build_command(name)}")
             entries = jobs.easystack_entries(folder / name)
             print(f"{cd} && {jobs.submit_command(name, entries)}")
     else:
-        for line in [*provenance, *generate.summary(result, replaced)]:
+        for line in [*provenance, *plan.summary(result, replaced)]:
             print(line)
         print(f"written to {folder}")
     if args.offline:  # the catalog is what it is: its gaps are reported, not failed
@@ -134,7 +135,7 @@ def _catalog_release(args: argparse.Namespace) -> str:
         return str(args.release)
     from pathlib import Path
 
-    from torchstack import catalog
+    from torchstack.index import catalog
 
     found = catalog.releases(Path(args.catalog) if args.catalog else None)
     if not found:
@@ -146,7 +147,7 @@ def _indexes(args: argparse.Namespace, release: str) -> tuple[list[Index], list[
     if args.offline:
         from pathlib import Path
 
-        from torchstack import catalog
+        from torchstack.index import catalog
 
         if args.indexes:
             from torchstack.errors import TorchstackError
@@ -154,7 +155,7 @@ def _indexes(args: argparse.Namespace, release: str) -> tuple[list[Index], list[
             raise TorchstackError("--offline answers from the catalog; it takes no --index")
         recorded = catalog.load(release, Path(args.catalog) if args.catalog else None)
         return list(recorded), catalog.describe(recorded)
-    from torchstack.index import SimpleIndex
+    from torchstack.index.simple import SimpleIndex
 
     return [SimpleIndex(location) for location in args.indexes or DEFAULT_INDEXES], []
 

@@ -13,7 +13,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from torchstack.jobs import JobsStatus
+    from torchstack.generator.jobs import JobsStatus
 
 NAME = "jobs"
 HELP = ("which easyconfigs of a set submitted with `eb --job` are done, running, pending or "
@@ -33,7 +33,7 @@ def execute(args: argparse.Namespace) -> int:
     import json  # here, not above: building the parser stays cheap for every subcommand
     from pathlib import Path
 
-    from torchstack.jobs import default_queue, status
+    from torchstack.generator.jobs import default_queue, status
 
     found = status(Path(args.folder), None if args.no_queue else default_queue())
     print(json.dumps(found.to_json(), indent=2) if args.json else describe(found))

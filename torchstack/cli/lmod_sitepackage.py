@@ -2,7 +2,7 @@
 
 The hook refuses a loaded module whose fingerprint file exists but cannot be read (no regular
 file, over 64 KiB, not strict JSON, nested over 16 deep, wrong fields), naming the file: what
-cannot be checked is never taken as safe (torchstack._sitepackage_lua).
+cannot be checked is never taken as safe (torchstack.guards.sitepackage).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def execute(args: argparse.Namespace) -> int:
-    from torchstack.guards import sitepackage_lua
+    from torchstack.guards.halves import sitepackage_lua
 
     print(sitepackage_lua(), end="")
     return 0

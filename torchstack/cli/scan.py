@@ -14,7 +14,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from torchstack.scan import InstalledModule, NotChecked, Scan, SwapOutcome, SwapReport
+    from torchstack.guards.scan import InstalledModule, NotChecked, Scan, SwapOutcome, SwapReport
 
 NAME = "scan"
 HELP = ("list the modules of an EasyBuild install path with their torch fingerprints; "
@@ -38,7 +38,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 def execute(args: argparse.Namespace) -> int:
     import json  # here, not above: building the parser stays cheap for every subcommand
 
-    from torchstack.scan import plan_swap, record_scanned, scan_installpath
+    from torchstack.guards.scan import plan_swap, record_scanned, scan_installpath
 
     found = scan_installpath(args.installpath)
     complete = 0 if not found.unknown() else 1

@@ -22,7 +22,6 @@ from torchstack.doctor.findings import Finding, info, problem, warning
 from torchstack.doctor.remedies import library_fix
 from torchstack.doctor.stack import Placed, Stack, shared_objects
 from torchstack.doctor.surroundings import Surroundings
-from torchstack.installcheck import DRIVER_LIBRARY
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +81,7 @@ class _Context:
     def classify(self, resolution: loader.Resolution) -> tuple[Source, str]:
         path = resolution.path
         if path is None:
-            driver = DRIVER_LIBRARY.match(resolution.needed)
+            driver = loader.DRIVER_LIBRARY.match(resolution.needed)
             return ("driver", "not found (GPU driver)") if driver else ("missing", "not found")
         folder = os.path.normpath(os.path.dirname(path))
         if resolution.step == "system":

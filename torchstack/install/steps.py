@@ -22,9 +22,11 @@ from typing import Any
 from easybuild.tools.build_log import EasyBuildError
 from easybuild.tools.modules import get_software_root, get_software_version
 
-from torchstack import compat, installation, installcheck, modulefile, record
+from torchstack import compat
 from torchstack.errors import TorchstackError
 from torchstack.fingerprint import Fingerprint
+from torchstack.guards import modulefile, record
+from torchstack.install import libraries, torchcheck
 
 EasyBlock = Any  # easybuild.framework.easyblock.EasyBlock
 
@@ -41,7 +43,7 @@ def record_fingerprint(block: EasyBlock) -> Fingerprint | None:
     if block.dry_run:
         return None
     try:
-        found = installation.examine(block.installdir, get_software_root("PyTorch"))
+        found = torchcheck.examine(block.installdir, get_software_root("PyTorch"))
     except TorchstackError as err:
         raise EasyBuildError("torchstack: %s", err) from err
     if found.fingerprint is not None:
@@ -71,12 +73,12 @@ def _add_whatis(block: EasyBlock, fingerprint: Fingerprint) -> None:
 def check_libraries_resolve(block: EasyBlock, search_path: list[str]) -> None:
     """Every loadable shared object of the installation finds its libraries.
 
-    `search_path` stands for LD_LIBRARY_PATH (see `installcheck.search_path`); torch's own
+    `search_path` stands for LD_LIBRARY_PATH (see `libraries.search_path`); torch's own
     libraries, of the installation or of the PyTorch dependency, count as loaded.
     """
     roots = [block.installdir, get_software_root("PyTorch")]
     site_packages = [os.path.join(root, block.pylibdir) for root in roots if root]
-    failures, notes = installcheck.unresolved_libraries(block.installdir, search_path,
+    failures, notes = libraries.unresolved_libraries(block.installdir, search_path,
                                                         site_packages)
     for note in notes:
         block.log.warning("torchstack: optional plugin does not resolve: %s", note)

@@ -11,8 +11,10 @@ torch are left untouched.
 from easybuild.tools.build_log import EasyBuildError
 from easybuild.tools.modules import get_software_root
 
-from torchstack import TorchstackError, installation, modulefile, record
+from torchstack import TorchstackError
 from torchstack.distributions import DistributionError
+from torchstack.guards import modulefile, record
+from torchstack.install import torchcheck
 
 ATTRIBUTE = 'torchstack_fingerprint'
 
@@ -22,7 +24,7 @@ def post_postproc_hook(self, *args, **kwargs):
     if getattr(self, 'torchstack_guards', False):  # a torchstack easyblock does it itself
         return
     try:
-        found = installation.examine(self.installdir, get_software_root('PyTorch'))
+        found = torchcheck.examine(self.installdir, get_software_root('PyTorch'))
     except DistributionError:
         self.log.info("torchstack: no Python distributions in %s, nothing to record", self.installdir)
         return

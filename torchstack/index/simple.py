@@ -39,8 +39,9 @@ import requests
 import urllib3
 from packaging.utils import canonicalize_name
 
-from torchstack import __version__, _http, _zipdir
-from torchstack._http import (
+from torchstack import __version__
+from torchstack.index import _http, _zipdir
+from torchstack.index._http import (
     FileHashError,
     IndexAccessError,
     IndexUnreachableError,
@@ -53,8 +54,8 @@ from torchstack._http import (
     is_loopback,
     strip_userinfo,
 )
-from torchstack._http import Transient as _Transient
-from torchstack._indexpages import (
+from torchstack.index._http import Transient as _Transient
+from torchstack.index.pages import (
     JSON_TYPE,
     IndexFile,
     NotAnIndexPageError,

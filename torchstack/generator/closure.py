@@ -16,7 +16,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from torchstack.release import Index, Resolved, Resolver, Target
+from torchstack.generator.release import Index, Resolved, Resolver, Target
 
 log = logging.getLogger(__name__)
 

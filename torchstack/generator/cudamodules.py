@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from packaging.version import InvalidVersion, Version
 
 from torchstack import cudalibs
-from torchstack._ebconfig import compare_versions
 from torchstack.errors import TorchstackError
-from torchstack.toolchains import Dependency, Toolchain
+from torchstack.generator._ebconfig import compare_versions
+from torchstack.generator.toolchains import Dependency, Toolchain
 
 MODES = ("auto", "wheels", "modules")
 

@@ -14,13 +14,11 @@ missing libraries are reported as notes, for a site that wants those features.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from pathlib import Path
 
 from torchstack import loader
 
-DRIVER_LIBRARY = re.compile(r"^lib(?:cuda|nvidia-[\w-]+|nvcuvid|nvidia-ml)\.so(?:\.\d+)*$")
 _LIBRARY_DIRS = ("lib", "lib64")
 
 
@@ -67,7 +65,7 @@ def unresolved_libraries(
     failures: list[str] = []
     notes: list[str] = []
     for path, needed in sorted(missing):
-        if DRIVER_LIBRARY.match(needed) or needed in inside:
+        if loader.DRIVER_LIBRARY.match(needed) or needed in inside:
             continue
         line = f"{path}: needs {needed}"
         (failures if path in loadable else notes).append(line)

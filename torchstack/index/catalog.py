@@ -24,16 +24,16 @@ from urllib.parse import unquote
 
 from packaging.utils import canonicalize_name
 
-from torchstack._indexpages import TYPE_NAMES, kind_of
 from torchstack.errors import TorchstackError
-from torchstack.index import (
+from torchstack.generator.release import Index, ReleaseError, wheel_name_version
+from torchstack.index.pages import TYPE_NAMES, kind_of
+from torchstack.index.simple import (
     IndexAccessError,
     IndexFile,
     IndexUnreachableError,
     ProjectNotFoundError,
     strip_userinfo,
 )
-from torchstack.release import Index, ReleaseError, wheel_name_version
 
 log = logging.getLogger(__name__)
 

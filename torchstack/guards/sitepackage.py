@@ -253,7 +253,7 @@ SITEPACKAGE_BODY = """\
                    reset = true, update = true}
 
    local function spec_clauses(spec, out)
-      -- one PEP 440 clause as guard clauses, as torchstack.guards.specifier_clauses does
+      -- one PEP 440 clause as guard clauses, as torchstack.guards.halves.specifier_clauses does
       local op, v = spec:match("^%s*([~=!<>]=?=?)%s*([^%s+]+)")
       if not op then return end
       local parts = {}

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from torchstack._http import size_text
 from torchstack.errors import TorchstackError
+from torchstack.index._http import size_text
 
 Reader = Callable[[int, int], bytes]  # (offset, length) -> exactly `length` bytes
 

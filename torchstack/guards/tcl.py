@@ -1,6 +1,6 @@
 """Tcl text of the module guards (Lmod's Tcl support, Environment Modules 5).
 
-The same protocol as the Lua text of `torchstack._lua`, proc for function. Tcl modulefiles run
+The same protocol as the Lua text of `torchstack.guards.lua`, proc for function. Tcl modulefiles run
 in an interpreter of their own, so the procs cannot clash with another module's.
 """
 

@@ -12,8 +12,8 @@ import ast
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from torchstack import toolchains
-from torchstack._ebconfig import EasyconfigFacts
+from torchstack.generator import toolchains
+from torchstack.generator._ebconfig import EasyconfigFacts
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,8 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 
 from torchstack import cudalibs
-from torchstack._releasetypes import (
+from torchstack.errors import TorchstackError
+from torchstack.generator._releasetypes import (
     ARCHITECTURES,
     Index,
     Request,
@@ -32,8 +33,7 @@ from torchstack._releasetypes import (
     VariantSet,
     parse_requirement,
 )
-from torchstack.errors import TorchstackError
-from torchstack.index import IndexFile, ProjectNotFoundError
+from torchstack.index.simple import IndexFile, ProjectNotFoundError
 
 __all__ = ["ARCHITECTURES", "COMPANIONS", "Index", "ReleaseError", "Request", "Resolved",
            "Resolver", "Target", "VariantSet", "newest_release", "offered_variant",

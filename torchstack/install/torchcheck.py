@@ -10,9 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from torchstack import compat, record
+from torchstack import compat
 from torchstack.errors import TorchstackError
 from torchstack.fingerprint import Fingerprint, installation_fingerprints
+from torchstack.guards import record
 
 _LINK_RANK = {"cxx": 2, "stable": 1, "python": 0}
 

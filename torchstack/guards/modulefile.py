@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-from torchstack import guards
 from torchstack.errors import TorchstackError
 from torchstack.fingerprint import Fingerprint
+from torchstack.guards import halves
 
 SYNTAXES = ("Lua", "Tcl")
 
@@ -30,15 +30,15 @@ def torch_module(dependencies: Iterable[Mapping[str, object]]) -> str | None:
 def provider_block(fingerprint: Fingerprint, module: str, syntax: str) -> str:
     _check_syntax(syntax)
     if syntax == "Lua":
-        return guards.provider_lua(fingerprint, module)
-    return guards.provider_tcl(fingerprint, module)
+        return halves.provider_lua(fingerprint, module)
+    return halves.provider_tcl(fingerprint, module)
 
 
 def consumer_block(fingerprint: Fingerprint, module: str, provider_module: str, syntax: str) -> str:
     _check_syntax(syntax)
     if syntax == "Lua":
-        return guards.consumer_lua(fingerprint, module, provider_module)
-    return guards.consumer_tcl(fingerprint, module, provider_module)
+        return halves.consumer_lua(fingerprint, module, provider_module)
+    return halves.consumer_tcl(fingerprint, module, provider_module)
 
 
 def insert_before_dependency(text: str, dependency: str, block: str) -> str:

@@ -18,10 +18,11 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from torchstack import closure, cudalibs, cudamodules, namesakes, render, stage2, toolchains
+from torchstack import cudalibs
 from torchstack.errors import TorchstackError
 from torchstack.fingerprint import TorchFacts, abi_tag
-from torchstack.release import (
+from torchstack.generator import closure, cudamodules, namesakes, render, stage2, toolchains
+from torchstack.generator.release import (
     ARCHITECTURES,
     Index,
     ReleaseError,

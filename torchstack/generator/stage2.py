@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from torchstack import toolchains
 from torchstack.errors import TorchstackError
-from torchstack.release import VariantSet
+from torchstack.generator import toolchains
+from torchstack.generator.release import VariantSet
 
 EASYBLOCK = "PyTorchSource"
 

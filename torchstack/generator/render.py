@@ -20,9 +20,9 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from torchstack.errors import TorchstackError
-from torchstack.index import IndexFile, strip_userinfo
+from torchstack.generator.release import Resolved
+from torchstack.index.simple import IndexFile, strip_userinfo
 from torchstack.paths import templates_path
-from torchstack.release import Resolved
 
 _PEP503_NAME = re.compile(r"^([A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])$", re.IGNORECASE)
 _MODULE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")

@@ -26,9 +26,9 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from torchstack import _ebconfig
-from torchstack._ebconfig import SYSTEM, EasyBuildError, EasyconfigFacts
 from torchstack.errors import TorchstackError
+from torchstack.generator import _ebconfig
+from torchstack.generator._ebconfig import SYSTEM, EasyBuildError, EasyconfigFacts
 
 __all__ = ["Dependency", "Toolchain", "ToolchainError", "default_robot_paths", "easyblock_of",
            "load_toolchain", "namesakes", "provided_packages", "source_easyconfig",

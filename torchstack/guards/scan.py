@@ -32,12 +32,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from torchstack import compat
-from torchstack._moduleloads import module_dependencies, module_files
-from torchstack._sitepackage_lua import MAX_FINGERPRINT_BYTES
 from torchstack.distributions import DistributionError, site_packages_of
 from torchstack.errors import TorchstackError
 from torchstack.fingerprint import Fingerprint, installation_fingerprints
-from torchstack.record import FINGERPRINT_FILE, read_fingerprint, write_fingerprint
+from torchstack.guards.moduleloads import module_dependencies, module_files
+from torchstack.guards.record import FINGERPRINT_FILE, read_fingerprint, write_fingerprint
+from torchstack.guards.sitepackage import MAX_FINGERPRINT_BYTES
 
 log = logging.getLogger(__name__)
 

@@ -40,12 +40,12 @@ from dataclasses import dataclass
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from torchstack import _lua, _sitepackage_lua, _tcl
-from torchstack._lua import lua_string
-from torchstack._tcl import tcl_string
 from torchstack.errors import TorchstackError
 from torchstack.fingerprint import Fingerprint, Link, runtime_flavour
-from torchstack.record import PROVIDER_VARIABLE
+from torchstack.guards import lua, sitepackage, tcl
+from torchstack.guards.lua import lua_string
+from torchstack.guards.record import PROVIDER_VARIABLE
+from torchstack.guards.tcl import tcl_string
 
 MODULE_VARIABLE = "TORCHSTACK_TORCH_MODULE"
 CONSUMERS_VARIABLE = "TORCHSTACK_CONSUMERS"
@@ -160,7 +160,7 @@ def provider_lua(fp: Fingerprint, module: str) -> str:
         f"-- registered in {CONSUMERS_VARIABLE} cannot use it; tell consumers which is loaded.\n"
         "do\n"
         f"   local tag, name = {lua_string(fp.abi_tag)}, {lua_string(module)}\n"
-        + _lua.EVALUATOR + _lua.PROVIDER + "end\n"
+        + lua.EVALUATOR + lua.PROVIDER + "end\n"
     )
 
 
@@ -174,7 +174,7 @@ def consumer_lua(fp: Fingerprint, module: str, provider_module: str) -> str:
         f"-- register what it needs in {CONSUMERS_VARIABLE} for the torch modules loaded later.\n"
         "do\n"
         f"   local name, kind, payload, home = {values}\n"
-        + _lua.EVALUATOR + _lua.CONSUMER
+        + lua.EVALUATOR + lua.CONSUMER
         + f"   prepend_path({lua_string(CONSUMERS_VARIABLE)}, {lua_string(entry)}, "
         f"{lua_string(DELIMITER)})\n"
         "end\n"
@@ -189,7 +189,7 @@ def provider_tcl(fp: Fingerprint, module: str) -> str:
         f"# registered in {CONSUMERS_VARIABLE} cannot use it; tell consumers which is loaded.\n"
         f"set torchstack_tag {tcl_string(fp.abi_tag)}\n"
         f"set torchstack_name {tcl_string(module)}\n"
-        + _tcl.EVALUATOR + _tcl.PROVIDER
+        + tcl.EVALUATOR + tcl.PROVIDER
     )
 
 
@@ -204,15 +204,15 @@ def consumer_tcl(fp: Fingerprint, module: str, provider_module: str) -> str:
         f"set torchstack_kind {tcl_string(need.kind)}\n"
         f"set torchstack_payload {tcl_string(need.payload)}\n"
         f"set torchstack_home {tcl_string(provider_module)}\n"
-        + _tcl.EVALUATOR + _tcl.CONSUMER
+        + tcl.EVALUATOR + tcl.CONSUMER
         + f"prepend-path -d {tcl_string(DELIMITER)} {CONSUMERS_VARIABLE} {tcl_string(entry)}\n"
     )
 
 
 def sitepackage_lua() -> str:
     """A SitePackage.lua whose finalize hook refuses unsafe mixes site-wide (see its header)."""
-    return (_sitepackage_lua.SITEPACKAGE_HEAD + _lua.EVALUATOR
-            + _sitepackage_lua.SITEPACKAGE_READER + _sitepackage_lua.SITEPACKAGE_BODY)
+    return (sitepackage.SITEPACKAGE_HEAD + lua.EVALUATOR
+            + sitepackage.SITEPACKAGE_READER + sitepackage.SITEPACKAGE_BODY)
 
 
 def _expect_role(fp: Fingerprint, role: str) -> None:

@@ -13,7 +13,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import Version
 
 from torchstack import wheeltags
-from torchstack.index import IndexFile
+from torchstack.index.simple import IndexFile
 
 log = logging.getLogger(__name__)
 

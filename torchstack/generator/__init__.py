@@ -1,0 +1,1 @@
+"""Matched easyconfigs of a torch release: resolution, closure, toolchains, rendering, jobs."""

@@ -1,0 +1,1 @@
+"""Module guards: the guard protocol, Lua and Tcl text, module-file placement, scan."""

@@ -1,0 +1,1 @@
+"""The simple indexes: the client, its page parsers and range reads, the catalog, the defaults."""
