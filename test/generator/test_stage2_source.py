@@ -42,7 +42,7 @@ from torchstack.fingerprint import Fingerprint
 from torchstack.guards.record import FINGERPRINT_FILE, read_fingerprint
 from torchstack.paths import easyblocks_path, hooks_path
 
-TEST_EASYBLOCKS = Path(__file__).parent / "easyblocks"
+TEST_EASYBLOCKS = Path(__file__).parents[1] / "easyblocks"
 ABIS = ("cxx11", "precxx11")
 ABI_FLAG = {"cxx11": "1", "precxx11": "0"}
 TORCH = {abi: f"PyTorch/{RELEASE}-fake-{abi}" for abi in ABIS}

@@ -11,7 +11,7 @@ import pytest
 
 from torchstack.cli import main
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize(

@@ -29,7 +29,7 @@ from torchstack.generator.toolchains import (
     source_easyconfig,
 )
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SYSTEM = ("system", "system")
 GFBF = ("gfbf", "2099a")
 GCC = ("GCC", "99.1.0")
