@@ -25,7 +25,7 @@ from torchstack import cudalibs
 from torchstack.cli import main
 from torchstack.generator import cudamodules, toolchains
 from torchstack.generator.release import Request, Resolver
-from torchstack.index.simple import IndexUnreachableError
+from torchstack.index.protocol import IndexUnreachableError
 
 CUDA = "('CUDA', '12.8.0', '', SYSTEM)"
 AS_ROOT = "export EASYBUILD_ALLOW_USE_AS_ROOT_AND_ACCEPT_CONSEQUENCES=1\n"  # as in run_eb

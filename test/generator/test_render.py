@@ -26,7 +26,7 @@ from torchstack.generator.render import (
     source,
 )
 from torchstack.index import catalog
-from torchstack.index.simple import IndexFile
+from torchstack.index.protocol import IndexFile
 
 SHA = "a" * 64
 

@@ -26,8 +26,7 @@ from wheelbuild import build_wheel
 from torchstack.errors import TorchstackError
 from torchstack.index._zipdir import ZipDirectoryError, file_dist_info_metadata
 from torchstack.index.pages import PageError, parse_html, parse_json, parse_page
-from torchstack.index.simple import (
-    ACCEPT,
+from torchstack.index.protocol import (
     FileHashError,
     IndexAccessError,
     IndexFile,
@@ -35,10 +34,9 @@ from torchstack.index.simple import (
     InsecureURLError,
     ProjectNotFoundError,
     RangeRequestError,
-    SimpleIndex,
     WheelMetadataError,
-    check_url,
 )
+from torchstack.index.simple import ACCEPT, SimpleIndex, check_url
 
 REQUIRES = ("torch>=2.13", 'numpy>=1.26; extra == "np"')
 HOSTILE = ('demo-1.0"-py3-none-any.whl', "demo-1.0\nx-py3-none-any.whl",

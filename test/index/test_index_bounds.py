@@ -21,17 +21,15 @@ from wheelbuild import build_wheel
 
 from torchstack.errors import TorchstackError
 from torchstack.generator import render
-from torchstack.index.simple import (
+from torchstack.index import _zipdir, catalog
+from torchstack.index.protocol import (
     IndexAccessError,
     IndexFile,
     ProjectNotFoundError,
-    SimpleIndex,
     SizeLimitError,
     WheelMetadataError,
-    _zipdir,
-    catalog,
-    strip_userinfo,
 )
+from torchstack.index.simple import SimpleIndex, strip_userinfo
 
 SECRET = "s3cr%3At"  # percent-quoted in the URL: the password is "s3cr:t"
 MiB = 1 << 20

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from torchstack.index import catalog
 from torchstack.index.pages import NotAnIndexPageError, PageError, parse_html, parse_json
-from torchstack.index.simple import IndexFile, IndexUnreachableError
+from torchstack.index.protocol import IndexFile, IndexUnreachableError
 
 PAGE = "https://example.org/simple/demo/"
 SHA = "ab" * 32

@@ -13,7 +13,7 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from torchstack.generator.release import Index
+    from torchstack.index.protocol import Index
 
 NAME = "generate"
 NEWEST = "newest"

@@ -1,36 +1,21 @@
-"""The types of release resolution: what an index must answer, a target platform, a request,
-and what resolution found (one project's wheels, one variant's set)."""
+"""The types of release resolution: a target platform, a request, and what resolution found
+(one project's wheels, one variant's set)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
-from email.message import Message
-from typing import Protocol
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import Version
 
 from torchstack import wheeltags
-from torchstack.index.simple import IndexFile
+from torchstack.index.protocol import IndexFile
 
 log = logging.getLogger(__name__)
 
 ARCHITECTURES = ("x86_64", "aarch64")
-
-
-class Index(Protocol):
-    """What resolution needs of an index: its file lists and the metadata of one file."""
-
-    @property
-    def location(self) -> str: ...
-
-    def files(self, project: str) -> list[IndexFile]: ...
-
-    def metadata(self, file: IndexFile) -> Message: ...
-
-    def download_sha256(self, file: IndexFile) -> str: ...
 
 
 @dataclass(frozen=True)

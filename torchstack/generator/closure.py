@@ -16,7 +16,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from torchstack.generator.release import Index, Resolved, Resolver, Target
+from torchstack.generator.release import Resolved, Resolver, Target
+from torchstack.index.protocol import Index
 
 log = logging.getLogger(__name__)
 

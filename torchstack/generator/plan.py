@@ -1,7 +1,7 @@
 """Matched easyconfigs for a torch release, per toolchain and variant, and their easystacks.
 
 The driver touches neither network nor files: it asks indexes (anything with the
-`release.Index` interface: the HTTP client, a local folder, the embedded catalog) and the
+`index.protocol.Index` interface: the HTTP client, a local folder, the embedded catalog) and the
 toolchain data of the robot path, and returns the texts with a report. `output.write_set`
 puts them on disk.
 """
@@ -24,7 +24,6 @@ from torchstack.fingerprint import TorchFacts, abi_tag
 from torchstack.generator import closure, cudamodules, namesakes, render, stage2, toolchains
 from torchstack.generator.release import (
     ARCHITECTURES,
-    Index,
     ReleaseError,
     Request,
     Resolved,
@@ -33,6 +32,7 @@ from torchstack.generator.release import (
     VariantSet,
     offered_variant,
 )
+from torchstack.index.protocol import Index
 
 log = logging.getLogger(__name__)
 

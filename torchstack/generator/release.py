@@ -26,16 +26,15 @@ from torchstack import cudalibs
 from torchstack.errors import TorchstackError
 from torchstack.generator._releasetypes import (
     ARCHITECTURES,
-    Index,
     Request,
     Resolved,
     Target,
     VariantSet,
     parse_requirement,
 )
-from torchstack.index.simple import IndexFile, ProjectNotFoundError
+from torchstack.index.protocol import Index, IndexFile, ProjectNotFoundError
 
-__all__ = ["ARCHITECTURES", "COMPANIONS", "Index", "ReleaseError", "Request", "Resolved",
+__all__ = ["ARCHITECTURES", "COMPANIONS", "ReleaseError", "Request", "Resolved",
            "Resolver", "Target", "VariantSet", "newest_release", "offered_variant",
            "validate_version", "variant_from_pins", "wheel_name_version"]
 

@@ -28,43 +28,11 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 import requests
 import urllib3
 
-from torchstack.errors import TorchstackError
+from torchstack.index.protocol import IndexAccessError, InsecureURLError
 
 _T = TypeVar("_T")
 _PIECE = 1 << 20  # the most one step of inflation produces
 _USERINFO = re.compile(r"(?<=://)[^/?#\s]*@")
-
-
-class IndexAccessError(TorchstackError):
-    """An index that cannot be read: unreachable, refusing, or answering what is not an index."""
-
-
-class ProjectNotFoundError(IndexAccessError):
-    """A project the index does not list (HTTP 404), or a name no index can list."""
-
-
-class InsecureURLError(IndexAccessError):
-    """A URL of a remote index that is not https:// (http:// is for loopback hosts only)."""
-
-
-class RangeRequestError(IndexAccessError):
-    """A server that does not answer range requests with 206 and Content-Range."""
-
-
-class WheelMetadataError(IndexAccessError):
-    """Core metadata that fails its hash, or a wheel whose METADATA cannot be read."""
-
-
-class FileHashError(IndexAccessError):
-    """A downloaded file whose sha256 differs from the one the index gives."""
-
-
-class IndexUnreachableError(IndexAccessError):
-    """A host whose name does not resolve or that refuses connections: no retry would help."""
-
-
-class SizeLimitError(IndexAccessError):
-    """An answer over one of the size limits (a page, a METADATA, a zip directory)."""
 
 
 class EncodingError(IndexAccessError):

@@ -25,14 +25,15 @@ from urllib.parse import unquote
 from packaging.utils import canonicalize_name
 
 from torchstack.errors import TorchstackError
-from torchstack.generator.release import Index, ReleaseError, wheel_name_version
+from torchstack.generator.release import ReleaseError, wheel_name_version
+from torchstack.index._http import strip_userinfo
 from torchstack.index.pages import TYPE_NAMES, kind_of
-from torchstack.index.simple import (
+from torchstack.index.protocol import (
+    Index,
     IndexAccessError,
     IndexFile,
     IndexUnreachableError,
     ProjectNotFoundError,
-    strip_userinfo,
 )
 
 log = logging.getLogger(__name__)

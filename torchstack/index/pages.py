@@ -13,7 +13,6 @@ import os
 import re
 import reprlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from packaging.utils import (
 )
 
 from torchstack.errors import TorchstackError
+from torchstack.index.protocol import IndexFile
 
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 _ARCHIVES = (".whl", ".tar.gz", ".zip")
@@ -42,22 +42,6 @@ class PageError(TorchstackError):
 class NotAnIndexPageError(PageError):
     """A complete page that is no project page: wrong JSON types, a login page, ... (no retry
     would change it)."""
-
-
-@dataclass(frozen=True)
-class IndexFile:
-    """One file of a project as an index lists it."""
-
-    project: str  # PEP 503-normalized project name
-    filename: str
-    url: str  # absolute, without fragment
-    sha256: str | None
-    size: int | None
-    requires_python: str | None
-    yanked: bool
-    core_metadata: bool  # PEP 658/714: the index announces `<url>.metadata`
-    metadata_sha256: str | None = None  # hash of that .metadata file, when the index gives one
-    yanked_reason: str | None = None  # PEP 592: why, when the index says
 
 
 def parse_page(project: str, body: bytes, content_type: str, page_url: str) -> list[IndexFile]:

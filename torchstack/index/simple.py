@@ -41,32 +41,27 @@ from packaging.utils import canonicalize_name
 
 from torchstack import __version__
 from torchstack.index import _http, _zipdir
-from torchstack.index._http import (
-    FileHashError,
-    IndexAccessError,
-    IndexUnreachableError,
-    InsecureURLError,
-    ProjectNotFoundError,
-    RangeRequestError,
-    SizeLimitError,
-    WheelMetadataError,
-    check_url,
-    is_loopback,
-    strip_userinfo,
-)
 from torchstack.index._http import Transient as _Transient
+from torchstack.index._http import check_url, is_loopback, strip_userinfo
 from torchstack.index.pages import (
     JSON_TYPE,
-    IndexFile,
     NotAnIndexPageError,
     PageError,
     flat_files,
     parse_page,
 )
+from torchstack.index.protocol import (
+    FileHashError,
+    IndexAccessError,
+    IndexFile,
+    IndexUnreachableError,
+    ProjectNotFoundError,
+    RangeRequestError,
+    SizeLimitError,
+    WheelMetadataError,
+)
 
-__all__ = ["ACCEPT", "FileHashError", "IndexAccessError", "IndexFile", "IndexUnreachableError",
-           "InsecureURLError", "ProjectNotFoundError", "RangeRequestError", "SimpleIndex",
-           "SizeLimitError", "WheelMetadataError", "check_url", "is_loopback", "strip_userinfo"]
+__all__ = ["ACCEPT", "SimpleIndex", "check_url", "is_loopback", "strip_userinfo"]
 
 log = logging.getLogger(__name__)
 
