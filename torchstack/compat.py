@@ -1,6 +1,7 @@
 """Whether a provider (a torch build) satisfies a consumer, with the reasons either way.
 
-The rules of DESIGN.md, one function a rule, each returning the reasons it refuses:
+The rules of docs/design.rst ("Compatibility rules"), one function a rule, each returning
+the reasons it refuses:
 - python: the provider's version satisfies the consumer's Requires-Dist on torch.
 - stable: additionally the provider is at least the release the consumer was built
   against, and CUDA flavour and major match where the consumer has CUDA code.

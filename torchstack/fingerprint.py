@@ -2,7 +2,8 @@
 
 Read from a wheel file, a site-packages folder or an install prefix, from metadata, from
 `torch/version.py` (parsed, never imported) and from ELF symbols. The JSON form is a
-contract shared with the easyblocks, the hooks and the module guards (DESIGN.md).
+contract shared with the easyblocks, the hooks and the module guards (docs/design.rst,
+"The fingerprint").
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ class TorchFacts:
 
 @dataclass(frozen=True)
 class Fingerprint:
-    """The contract object of DESIGN.md; `torch_libraries` is an addition for consumers."""
+    """The contract object of docs/design.rst, "The fingerprint", with `torch_libraries`."""
 
     role: Role
     name: str

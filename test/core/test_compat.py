@@ -244,7 +244,7 @@ class TestSameFlavourIfGpuCode:
 
 class TestRules:
     def test_rules_of_each_link_class(self) -> None:
-        # the table of DESIGN.md
+        # the table of docs/design.rst, "Compatibility rules"
         expected = {
             "python": (compat.satisfies_requirement,),
             "stable": (compat.satisfies_requirement, compat.not_older,

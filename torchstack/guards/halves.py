@@ -1,8 +1,8 @@
 """Module guards: the Lua (Lmod) and Tcl text that refuses unsafe PyTorch loads and swaps.
 
-The protocol (DESIGN.md, "Swap guards"). Each half stands on its own: neither relies on Lmod
-re-running a loaded consumer when its PyTorch is swapped (Lmod 8.6.19 does not, nor does Lmod
-from 8.7.62 on).
+The protocol (docs/design.rst, "The guard protocol"). Each half stands on its own: neither
+relies on Lmod re-running a loaded consumer when its PyTorch is swapped (Lmod 8.6.19 does not,
+nor does Lmod from 8.7.62 on).
 
 - Provider half, in every PyTorch module (`provider_lua`, `provider_tcl`): on load it checks
   every registration in `TORCHSTACK_CONSUMERS` against its own abi tag and refuses with one
