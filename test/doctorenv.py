@@ -1,4 +1,5 @@
-"""Real environments for doctor tests: venvs with real wheels, a stand-in EasyBuild Python.
+"""Real environments for doctor tests: venvs with real wheels, a stand-in EasyBuild Python;
+and running doctor on them, reading its JSON report.
 
 Each venv is made with `python -m venv` and filled by `uv pip install --no-deps --offline`
 from the cached wheel files; uv hard-links from its cache, so torch 2.14.1 with its nvidia
@@ -14,13 +15,15 @@ where modules are built with --prefer-python-search-path=EBPYTHONPREFIXES.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
 import sys
 import sysconfig
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from conftest import cache_dir, cache_lock
 from packaging.requirements import Requirement
@@ -130,3 +133,41 @@ def run_doctor(args: Sequence[str], environ: Mapping[str, str],
     """`python -m torchstack doctor ARGS` from the repository (which -m finds as the cwd)."""
     return subprocess.run([python, "-m", "torchstack", "doctor", *args], cwd=REPO,
                           env=dict(environ), capture_output=True, text=True, check=False)
+
+
+# -- reading doctor's report -----------------------------------------------------------------
+
+Factory = Callable[[str], Path]
+# doctor's exit code and its JSON report
+Diagnosis = tuple[int, dict[str, Any]]
+SITE = f"lib/python{sys.version_info[0]}.{sys.version_info[1]}/site-packages"
+CUDNN_FIX = "load cuDNN/9.x or pip install nvidia-cudnn-cu13==9.24.0.43"
+FIELD_FIX = "load a CUDA module or set CUDA_HOME, or uninstall ninja"
+# The JIT checks ask PATH: /usr/bin has ninja and c++, but not this machine's nvcc.
+NINJA_PATH = "/usr/bin:/bin"
+
+
+def doctor(python: Path, environ: dict[str, str], *extra: str) -> Diagnosis:
+    """Run `doctor --json --python PYTHON`; the exit code and the parsed report."""
+    run = run_doctor(["--json", "--python", str(python), *extra], environ)
+    assert run.returncode in (0, 1), run.stderr
+    return run.returncode, json.loads(run.stdout)
+
+
+def findings(report: dict[str, Any], code: str) -> list[dict[str, Any]]:
+    return [f for f in report["findings"] if f["code"] == code]
+
+
+def one(report: dict[str, Any], code: str, contains: str = "") -> dict[str, Any]:
+    matching = [f for f in findings(report, code) if contains in f["message"]]
+    assert len(matching) == 1, (code, contains, report["findings"])
+    return matching[0]
+
+
+def library(report: dict[str, Any], name: str) -> list[dict[str, Any]]:
+    return [row for row in report["libraries"] if row["name"] == name]
+
+
+def no_cuda(tmp_path: Path) -> str:
+    """A default toolkit folder that does not exist (this machine has /usr/local/cuda)."""
+    return str(tmp_path / "no-cuda")
