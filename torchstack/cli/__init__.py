@@ -45,10 +45,11 @@ def _subcommands() -> list[ModuleType]:
         jobs,
         lmod_sitepackage,
         scan,
+        venv,
     )
 
     return [fingerprint, check, generate, catalog, easyblocks_path, hooks_path, scan,
-            lmod_sitepackage, doctor, jobs]
+            lmod_sitepackage, doctor, jobs, venv]
 
 
 def build_parser() -> argparse.ArgumentParser:

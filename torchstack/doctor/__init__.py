@@ -23,6 +23,7 @@ from torchstack.doctor.report import ConsumerState, Report
 from torchstack.doctor.requirements import requirement_findings
 from torchstack.doctor.stack import Stack, read_stack
 from torchstack.doctor.surroundings import Surroundings
+from torchstack.doctor.venvcheck import venv_findings
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,7 @@ def diagnose(
     findings += requirement_findings(stack, interpreter.version_text)
     findings += placement_findings(stack, Places(interpreter, surroundings))
     findings += consumer_findings(stack)
+    findings += venv_findings(stack, interpreter, environ)
     uses, unreadable = resolve_stack(stack, surroundings, interpreter.path, system_dirs)
     findings += library_findings(uses, unreadable, stack, interpreter.version_text)
     jit = _jit(stack, environ, default_cuda_home)

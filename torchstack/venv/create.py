@@ -1,0 +1,198 @@
+"""`torchstack venv DIR`: a venv on the module's Python that keeps the module's torch.
+
+`plan` reads the environment and refuses what cannot work (DIR in use, no torch from a
+loaded module, a Python that belongs to another venv) before anything is written; `create`
+runs `python -m venv --system-site-packages` with the module's Python and adds torchstack's
+files. A failure removes what was made, so DIR is left as it was found.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from torchstack.doctor.interpreter import Interpreter
+from torchstack.doctor.placement import Places
+from torchstack.doctor.stack import Stack, read_stack
+from torchstack.doctor.surroundings import Surroundings
+from torchstack.fingerprint import Fingerprint
+from torchstack.venv import VenvError, activate
+from torchstack.venv.pins import (
+    Pin,
+    constraints_text,
+    module_pins,
+    modules_of,
+    pip_conf_text,
+    uv_toml_text,
+)
+from torchstack.venv.record import CONSTRAINTS, PIP_CONF, RECORD, UV_TOML, VenvRecord
+from torchstack.venv.scripts import console_scripts
+
+log = logging.getLogger(__name__)
+
+_TIMEOUT = 900
+PTH = "_torchstack_module_python.pth"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What `create` will make: where, on which Python, with which pins."""
+
+    target: Path
+    interpreter: Interpreter
+    provider: Fingerprint
+    pins: tuple[Pin, ...]
+    modules: tuple[str, ...]
+    module_python_sites: tuple[str, ...]  # the module Python's own site-packages, if a venv
+
+    @property
+    def bin_dir(self) -> Path:
+        return self.target / "bin"
+
+    @property
+    def site_packages(self) -> Path:
+        return self.target / "lib" / f"python{self.interpreter.version_text}" / "site-packages"
+
+    def record(self) -> VenvRecord:
+        return VenvRecord(self.modules, self.interpreter.executable, self.provider.version,
+                          self.provider.abi_tag, {p.name: p.version for p in self.pins})
+
+
+def plan(target: Path, interpreter: Interpreter, environ: Mapping[str, str]) -> Plan:
+    """Check that a venv can be made at `target` on top of the loaded modules."""
+    _check_target(target)
+    surroundings = Surroundings.from_environ(environ)
+    places = Places(interpreter, surroundings)
+    stack = read_stack(interpreter.path)
+    provider = _module_torch(stack, places, interpreter)
+    sites = _own_sites(interpreter, surroundings)
+    pins = module_pins(stack, places)
+    loaded = [m for m in environ.get("LOADEDMODULES", "").split(":") if m]
+    return Plan(target.absolute(), interpreter, provider, tuple(pins),
+                tuple(modules_of(pins, loaded)), tuple(sites))
+
+
+def _check_target(target: Path) -> None:
+    if target.is_symlink() and not target.exists():
+        raise VenvError(f"{str(target)!r} is a dangling symbolic link")
+    if not target.exists():
+        return
+    if not target.is_dir():
+        raise VenvError(f"{str(target)!r} exists and is not a folder")
+    if any(target.iterdir()):
+        raise VenvError(f"{str(target)!r} exists and is not empty")
+
+
+def _module_torch(stack: Stack, places: Places, interpreter: Interpreter) -> Fingerprint:
+    """The fingerprint of the torch a loaded module provides; refuses any other torch."""
+    python = interpreter.executable
+    if stack.torch is None:
+        raise VenvError(f"no PyTorch module is loaded: {python} sees no torch "
+                        "(module load PyTorch/<version> first)")
+    origin = places.origin(stack.torch.folder)
+    if origin.kind != "module" or origin.module is None:
+        raise VenvError(f"no PyTorch module is loaded: the torch that {python} sees comes "
+                        f"from {origin.label}, not from a loaded module")
+    if stack.provider is None:
+        raise VenvError(f"the torch of module {origin.module} in {stack.torch.folder} cannot be "
+                        f"read: {stack.provider_error}")
+    return stack.provider
+
+
+def _own_sites(interpreter: Interpreter, surroundings: Surroundings) -> list[str]:
+    """The site-packages of a module Python that is itself a venv: a venv made from it is
+    based on the Python under it, so these have to be added back (by a .pth file)."""
+    if not interpreter.in_venv:
+        return []
+    if surroundings.owner(interpreter.prefix) is None:
+        raise VenvError(f"{interpreter.executable} is the Python of the venv "
+                        f"{interpreter.prefix}, not of a loaded module: deactivate that venv "
+                        "or pass --python")
+    root = os.path.realpath(interpreter.prefix).rstrip("/") + "/"
+    return [p for p in interpreter.path if os.path.realpath(p).startswith(root)
+            and os.path.basename(p.rstrip("/")) == "site-packages"]
+
+
+def create(plan: Plan, environ: Mapping[str, str]) -> list[str]:
+    """Make the venv of `plan`; returns the console scripts it was given."""
+    existed = plan.target.exists()
+    try:
+        _make_venv(plan, environ)
+        return _add_files(plan)
+    except BaseException:
+        _remove(plan.target, keep_folder=existed)
+        raise
+
+
+def _make_venv(plan: Plan, environ: Mapping[str, str]) -> None:
+    command = [plan.interpreter.executable, "-m", "venv", "--system-site-packages",
+               str(plan.target)]
+    log.debug("running %s", command)
+    try:
+        result = subprocess.run(command, env=dict(environ), capture_output=True, text=True,
+                                timeout=_TIMEOUT, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise VenvError(f"cannot run {plan.interpreter.executable} -m venv: {exc}") from exc
+    if result.returncode != 0:
+        last = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        raise VenvError(f"{plan.interpreter.executable} -m venv {plan.target} failed: {last}")
+
+
+def _add_files(plan: Plan) -> list[str]:
+    target = plan.target
+    if plan.module_python_sites:
+        _write(plan.site_packages / PTH, "".join(f"{p}\n" for p in plan.module_python_sites))
+    modules = list(plan.modules)
+    _write(target / CONSTRAINTS, constraints_text(list(plan.pins), target, modules))
+    _write(target / PIP_CONF, pip_conf_text(target / CONSTRAINTS))
+    _write(target / UV_TOML, uv_toml_text(list(plan.pins)))
+    _write(target / RECORD, json.dumps(plan.record().to_json(), indent=2) + "\n")
+    for path, text in activate.install(plan.bin_dir, target, modules).items():
+        _write(path, text)
+    return _write_console_scripts(plan)
+
+
+def _write_console_scripts(plan: Plan) -> list[str]:
+    written = []
+    python = plan.bin_dir / "python"
+    for script in console_scripts((p.folder, p.name) for p in plan.pins):
+        path = plan.bin_dir / script.name
+        if path.exists() or path.is_symlink():  # the venv's own pip, python, activate
+            continue
+        _write(path, script.text(python), mode=0o755)
+        written.append(script.name)
+    return written
+
+
+def _write(path: Path, text: str, mode: int = 0o644) -> None:
+    """Write `text` to a temporary file beside `path`, then rename it into place."""
+    handle, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def _remove(target: Path, keep_folder: bool) -> None:
+    """Remove what was made in `target`; an empty folder that was there stays."""
+    if not target.is_dir():
+        return
+    if not keep_folder:
+        shutil.rmtree(target, ignore_errors=True)
+        return
+    for entry in target.iterdir():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)

@@ -1,0 +1,82 @@
+"""What a torchstack venv records about itself, and how doctor reads it back.
+
+Three files in the venv's root: `torchstack-venv.json` (the modules it was made on, the
+module's Python, torch, the pins), `torchstack-constraints.txt` (the pins as pip reads
+them) and `pip.conf`, whose `[install] constraint` names the constraints file. pip reads
+`$VIRTUAL_ENV/pip.conf` after the global and user files, so it wins over both, but not
+over $PIP_CONSTRAINT.
+"""
+
+from __future__ import annotations
+
+import configparser
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+RECORD = "torchstack-venv.json"
+CONSTRAINTS = "torchstack-constraints.txt"
+PIP_CONF = "pip.conf"
+UV_TOML = "uv.toml"
+SCHEMA = 1
+
+
+@dataclass(frozen=True)
+class VenvRecord:
+    """The modules a venv was made on and the distributions it pins (name -> version)."""
+
+    modules: tuple[str, ...]
+    python: str
+    torch: str
+    abi_tag: str | None
+    pins: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema": SCHEMA, "modules": list(self.modules), "python": self.python,
+                "torch": self.torch, "abi_tag": self.abi_tag, "constraints": CONSTRAINTS,
+                "pins": dict(self.pins)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> VenvRecord:
+        return cls(modules=tuple(str(m) for m in data["modules"]), python=str(data["python"]),
+                   torch=str(data["torch"]), abi_tag=data.get("abi_tag"),
+                   pins={str(k): str(v) for k, v in dict(data["pins"]).items()})
+
+
+def read_record(prefix: Path) -> VenvRecord | None:
+    """The record of the venv at `prefix`; None when it is not a torchstack venv.
+
+    Raises ValueError when the record exists but cannot be read as one.
+    """
+    try:
+        text = (prefix / RECORD).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ValueError(f"cannot read {str(prefix / RECORD)!r}: {exc.strerror}") from exc
+    try:
+        return VenvRecord.from_json(json.loads(text))
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"{str(prefix / RECORD)!r} is not a torchstack venv record: "
+                         f"{exc}") from exc
+
+
+def wired_constraints(prefix: Path) -> list[str]:
+    """The constraint files the venv's pip.conf names for `pip install`, in order."""
+    parser = configparser.RawConfigParser()
+    try:
+        parser.read(prefix / PIP_CONF, encoding="utf-8")
+    except (configparser.Error, UnicodeDecodeError):
+        return []
+    for section in ("install", "global"):  # pip lets [install] win over [global]
+        if parser.has_option(section, "constraint"):
+            return parser.get(section, "constraint").split()
+    return []
+
+
+def names_file(paths: list[str], target: Path) -> bool:
+    """Whether one of `paths` (as pip would open them) is the file `target`."""
+    real = os.path.realpath(target)
+    return any(os.path.realpath(os.path.expanduser(p)) == real for p in paths)
