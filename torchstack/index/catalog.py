@@ -22,10 +22,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from packaging.utils import canonicalize_name
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from torchstack.errors import TorchstackError
-from torchstack.generator.release import ReleaseError, wheel_name_version
 from torchstack.index._http import strip_userinfo
 from torchstack.index.pages import TYPE_NAMES, kind_of
 from torchstack.index.protocol import (
@@ -127,7 +126,7 @@ class CatalogIndex:
         for url, lines in self._metadata.items():
             try:
                 self._by_version[_version_key(url.rsplit("/", 1)[-1])] = lines
-            except ReleaseError as exc:
+            except CatalogError as exc:
                 raise CatalogError(f"{source}: {where}.metadata[{url!r:.200}]: {exc}") from exc
 
     @property
@@ -170,8 +169,13 @@ class CatalogIndex:
 
 
 def _version_key(filename: str) -> tuple[str, str]:
-    name, version = wheel_name_version(unquote(filename))
-    return name, str(version)
+    """Project and version of a wheel filename (percent-quoted or not); CatalogError if invalid."""
+    try:
+        name, version, _, _ = parse_wheel_filename(unquote(filename))
+    except InvalidWheelFilename as exc:
+        raise CatalogError(f"invalid wheel filename {unquote(filename)!r} on the index: {exc}") \
+            from exc
+    return str(name), str(version)
 
 
 def catalog_dir() -> Path:
