@@ -56,13 +56,10 @@ def execute(args: argparse.Namespace) -> int:
 
 
 def _refresh(args: argparse.Namespace, release: str, folder: Path) -> str:
-    from torchstack.cli.generate import DEFAULT_INDEXES
     from torchstack.generator import plan
-    from torchstack.index import catalog
-    from torchstack.index.simple import SimpleIndex
+    from torchstack.index import catalog, defaults
 
-    recorders = [catalog.RecordingIndex(SimpleIndex(location))
-                 for location in args.indexes or DEFAULT_INDEXES]
+    recorders = defaults.recording(args.indexes)
     settings = plan.Settings(
         release=release, toolchains=tuple(args.toolchains or DEFAULT_TOOLCHAINS),
         robot_paths=tuple(args.robot_paths.split(":")) if args.robot_paths else None)

@@ -19,9 +19,6 @@ NAME = "generate"
 NEWEST = "newest"
 HELP = "write matched easyconfigs and easystack files for a torch release"
 DEFAULT_TOOLCHAINS = ("foss/2025a",)
-DEFAULT_INDEXES = ("https://pypi.org/simple/",
-                   *(f"https://download.pytorch.org/whl/{variant}/"
-                     for variant in ("cpu", "cu126", "cu128", "cu130")))
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -144,20 +141,17 @@ def _catalog_release(args: argparse.Namespace) -> str:
 
 
 def _indexes(args: argparse.Namespace, release: str) -> tuple[list[Index], list[str]]:
-    if args.offline:
-        from pathlib import Path
+    from torchstack.index import defaults
 
-        from torchstack.index import catalog
+    if not args.offline:
+        return defaults.online(args.indexes), []
+    if args.indexes:
+        from torchstack.errors import TorchstackError
 
-        if args.indexes:
-            from torchstack.errors import TorchstackError
+        raise TorchstackError("--offline answers from the catalog; it takes no --index")
+    from pathlib import Path
 
-            raise TorchstackError("--offline answers from the catalog; it takes no --index")
-        recorded = catalog.load(release, Path(args.catalog) if args.catalog else None)
-        return list(recorded), catalog.describe(recorded)
-    from torchstack.index.simple import SimpleIndex
-
-    return [SimpleIndex(location) for location in args.indexes or DEFAULT_INDEXES], []
+    return defaults.offline(release, Path(args.catalog) if args.catalog else None)
 
 
 def _glibc(text: str) -> tuple[int, int]:
