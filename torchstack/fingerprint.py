@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from packaging.version import InvalidVersion, Version
 
-from torchstack import _version_py, elf, symbols
+from torchstack import _version_py, elf, linkclass, symbols
 from torchstack._files import describe_os_error, kind_of
 from torchstack.distributions import (
     Distribution,
@@ -30,6 +30,7 @@ from torchstack.distributions import (
     tree_distributions,
 )
 from torchstack.errors import TorchstackError
+from torchstack.linkclass import Link, LinkEvidence
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
@@ -38,10 +39,8 @@ log = logging.getLogger(__name__)
 
 SCHEMA = 1
 Role = Literal["provider", "consumer"]
-Link = Literal["cxx", "stable", "python"]
 _LINK_STRENGTH = {"python": 0, "stable": 1, "cxx": 2}
 _VARIANT = re.compile(r"^(?:cpu|xpu|cu(\d+)(\d)|rocm(\d+\.\d+)(?:\.\d+)*)$")
-_SHARED_OBJECT = re.compile(r"\.so(?:\.\d+)*$")
 _TORCH_LIB_DIR = "torch/lib/"
 
 
@@ -223,35 +222,20 @@ def _provider_cuda_major(dist: Distribution, torch: TorchFacts) -> int | None:
 # -- consumers ---------------------------------------------------------------------------
 
 
-@dataclass
-class _Evidence:
-    needed: set[str] = field(default_factory=set)
-    cxx_symbols: list[str] = field(default_factory=list)
-    stable_symbols: list[str] = field(default_factory=list)
-    bundled: set[str] = field(default_factory=set)
-    libstdcxx_abi: set[bool] = field(default_factory=set)
+def consumer_fingerprint(dist: Distribution,
+                         evidence: LinkEvidence | None = None) -> Fingerprint | None:
+    """Fingerprint a distribution that depends on torch; None when it does not.
 
-    def cxx11_abi(self) -> bool | None:
-        """From libtorch's own symbols if they carry strings, else from std::string imports."""
-        abi = symbols.abi_of_cxx_symbols(self.cxx_symbols)
-        if abi is None and len(self.libstdcxx_abi) == 1:
-            abi = next(iter(self.libstdcxx_abi))
-        return abi
-
-
-def consumer_fingerprint(dist: Distribution) -> Fingerprint | None:
-    """Fingerprint a distribution that depends on torch; None when it does not."""
+    `evidence`: its shared objects as read elsewhere (by range reads of a remote wheel);
+    by default they are read from `dist` itself.
+    """
     requirement = torch_requirement(dist)
-    evidence = _scan_binaries(dist)
-    libraries = tuple(symbols.torch_libraries(evidence.needed))
-    if requirement is None and not (libraries or evidence.cxx_symbols or evidence.stable_symbols):
+    evidence = _scan_binaries(dist) if evidence is None else evidence
+    libraries = tuple(evidence.torch_libraries)
+    if requirement is None and not evidence.binds_torch:
         return None
-    link: Link = "python"
-    if evidence.cxx_symbols:
-        link = "cxx"
-    elif evidence.stable_symbols:
-        link = "stable"
-    cuda_major = symbols.cuda_major_of(evidence.needed | evidence.bundled)
+    link = evidence.link
+    cuda_major = evidence.cuda_major
     specifier = str(requirement.specifier) if requirement is not None else ""
     torch = _consumer_torch(dist, link, specifier, evidence, cuda_major)
     return Fingerprint(
@@ -284,31 +268,26 @@ def torch_requirement(dist: Distribution) -> Requirement | None:
     return None
 
 
-def _scan_binaries(dist: Distribution) -> _Evidence:
-    evidence = _Evidence()
+def _scan_binaries(dist: Distribution) -> LinkEvidence:
+    evidence = LinkEvidence()
     for relpath in _shared_objects(dist):
-        if ".libs/" in relpath:  # auditwheel's vendored copies: names only
-            evidence.bundled.add(relpath.rsplit("/", 1)[-1])
+        if linkclass.is_bundled(relpath):
+            evidence.add_bundled(relpath)
             continue
         with dist.files.open_binary(relpath) as stream:
             label = dist.describe(relpath)
-            evidence.needed.update(elf.read_dynamic(stream, label).needed)
+            needed = elf.read_dynamic(stream, label).needed
             undefined = elf.undefined_symbols(stream, label)
-        torch_cxx = symbols.torch_cxx_symbols(undefined)
-        evidence.cxx_symbols += torch_cxx
-        evidence.stable_symbols += symbols.stable_shim_symbols(undefined)
-        stdlib_abi = symbols.abi_of_libstdcxx(undefined) if torch_cxx else None
-        if stdlib_abi is not None:
-            evidence.libstdcxx_abi.add(stdlib_abi)
+        evidence.add(linkclass.ObjectSymbols(label, frozenset(needed), undefined))
     return evidence
 
 
 def _shared_objects(dist: Distribution) -> Iterator[str]:
-    return (p for p in dist.listing() if _SHARED_OBJECT.search(p) and dist.files.exists(p))
+    return (p for p in dist.listing() if linkclass.is_shared_object(p) and dist.files.exists(p))
 
 
 def _consumer_torch(
-    dist: Distribution, link: Link, specifier: str, evidence: _Evidence, cuda_major: int | None
+    dist: Distribution, link: Link, specifier: str, evidence: LinkEvidence, cuda_major: int | None
 ) -> TorchFacts:
     local = _consumer_variant(dist)
     match = _VARIANT.match(local or "")
@@ -316,7 +295,7 @@ def _consumer_torch(
     if cuda is None and cuda_major is not None:
         cuda = str(cuda_major)
     return TorchFacts(
-        release=built_against_release(specifier, link),
+        release=built_against_release(specifier, link) or _shim_floor(link, evidence),
         local=local,
         cxx11_abi=evidence.cxx11_abi() if link == "cxx" else None,
         cuda=cuda,
@@ -339,6 +318,11 @@ def built_against_release(specifier: str, link: Link) -> str | None:
         if lower:
             return max(lower, key=Version)
     return None
+
+
+def _shim_floor(link: Link, evidence: LinkEvidence) -> str | None:
+    """A stable consumer whose metadata names no torch: the release its shims need."""
+    return evidence.minimum_torch() if link == "stable" else None
 
 
 def _consumer_variant(dist: Distribution) -> str | None:
@@ -394,6 +378,7 @@ __all__ = [
     "DistributionError",
     "Fingerprint",
     "FingerprintError",
+    "Link",
     "TorchFacts",
     "abi_tag",
     "fingerprint_path",

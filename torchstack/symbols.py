@@ -27,8 +27,10 @@ ABI_PROBES = CXX11_PROBES + PRECXX11_PROBES
 # Undefined C++ symbols in the namespaces of libtorch (c10::, at::, torch::, caffe2::),
 # including nested names with qualifiers, typeinfo and vtables, and operators declared at
 # namespace scope (c10::operator<< mangles as _ZN3c10ls...: an operator code, not a length).
+# torch::stable and torch::headeronly are the stable ABI's own C++ wrappers, not libtorch's API.
 _TORCH_CXX = re.compile(
-    r"^_Z(?:N[KVRO]*|T[ISV]N|TS)(?:3c10|2at|5torch|6caffe2)(?:\d|[a-z][a-zA-Z])"
+    r"^_Z(?:N[KVRO]*|T[ISV]N|TS)(?:3c10|2at|5torch(?!6stable|10headeronly)|6caffe2)"
+    r"(?:\d|[a-z][a-zA-Z])"
 )
 # The stable C shims: torch/csrc/stable and the AOTInductor C ABI.
 _STABLE_SHIM = re.compile(r"^(?:aoti_torch_|torch_)")
