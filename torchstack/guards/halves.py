@@ -42,18 +42,21 @@ from packaging.version import InvalidVersion, Version
 
 from torchstack.errors import TorchstackError
 from torchstack.fingerprint import Fingerprint, Link, runtime_flavour
-from torchstack.guards import lua, sitepackage, tcl
+from torchstack.guards import lua, protocol, sitepackage, tcl
 from torchstack.guards.lua import lua_string
-from torchstack.guards.record import PROVIDER_VARIABLE
+from torchstack.guards.protocol import (
+    CONSUMERS_VARIABLE,
+    DELIMITER,
+    FIELD_SEPARATOR,
+    MODULE_VARIABLE,
+    PROVIDER_VARIABLE,
+)
 from torchstack.guards.tcl import tcl_string
 
-MODULE_VARIABLE = "TORCHSTACK_TORCH_MODULE"
-CONSUMERS_VARIABLE = "TORCHSTACK_CONSUMERS"
-DELIMITER = ";"
-# What Lmod's path handling would rewrite or split in an entry of TORCHSTACK_CONSUMERS
+# What Lmod's path handling would rewrite or split in an entry of CONSUMERS_VARIABLE
 # (whitespace, '//', '.' components, a leading '~', a trailing '/'), and what Lmod's Tcl
 # reader copies unescaped into Lua ('"', '\').
-_UNSAFE_ENTRY = re.compile(r'[\s;"\\]|//|(?:^|/)\.(?:/|$)|^~|/$')
+_UNSAFE_ENTRY = re.compile(rf'[\s{re.escape(DELIMITER)}"\\]|//|(?:^|/)\.(?:/|$)|^~|/$')
 
 __all__ = [
     "CONSUMERS_VARIABLE",
@@ -88,7 +91,7 @@ class Requirement:
 
     @property
     def payload(self) -> str:
-        return ",".join((self.tag, *self.clauses))
+        return protocol.payload(self.tag, self.clauses)
 
 
 def requirement(consumer: Fingerprint) -> Requirement:
@@ -143,13 +146,13 @@ def registration(consumer: Fingerprint, module: str, provider_module: str) -> st
 def _entry(consumer: Fingerprint, need: Requirement, module: str, provider_module: str) -> str:
     fields = {"module": module, "provider module": provider_module, "abi tag": need.tag}
     problems = [f"{label} {value!r}" for label, value in fields.items()
-                if not value or "|" in value or _UNSAFE_ENTRY.search(value)]
-    if "," in need.tag:
+                if not value or FIELD_SEPARATOR in value or _UNSAFE_ENTRY.search(value)]
+    if protocol.CLAUSE_SEPARATOR in need.tag:
         problems.append(f"abi tag {need.tag!r}")
     if problems:
         raise GuardError(f"{_who(consumer)}: cannot register in {CONSUMERS_VARIABLE}: "
                          + ", ".join(problems))
-    return "|".join((module, need.kind, need.payload, provider_module))
+    return protocol.entry(module, need.kind, need.payload, provider_module)
 
 
 def provider_lua(fp: Fingerprint, module: str) -> str:

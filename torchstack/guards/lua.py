@@ -6,6 +6,12 @@ kept in `do ... end` blocks, so none of its names reach the rest of the modulefi
 
 from __future__ import annotations
 
+from torchstack.guards import protocol
+
+# a registration's fields as a Lua pattern; the fourth (the provider module) may be missing
+_FIELD = protocol.FIELD_SEPARATOR
+ENTRY_PATTERN = "^" + f"([^{_FIELD}]*){_FIELD}" * 3 + "?(.*)$"
+
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
@@ -24,7 +30,7 @@ def lua_string(text: str) -> str:
 
 # fits(tag, kind, payload): does the torch of abi tag `tag` satisfy a registered requirement?
 # cxx: the payload's first field is the exact tag; otherwise every clause after it holds.
-EVALUATOR = """\
+EVALUATOR_TEMPLATE = """\
    local function compare(a, b, n)
       -- numeric per dot-separated component; only the first n components when n is given
       local x, y = {}, {}
@@ -53,25 +59,25 @@ EVALUATOR = """\
       return tests[op] == true
    end
    local function fits(tag, kind, payload)
-      if kind == "cxx" then return tag == payload:match("^[^,]*") end
+      if kind == "cxx" then return tag == payload:match("^[^@CLAUSE_SEPARATOR@]*") end
       local release, flavour = tag:match("^torch%-([^-]+)%-[^-]+%-([^-]+)$")
-      for clause in payload:gmatch(",([^,]+)") do
+      for clause in payload:gmatch("@CLAUSE_SEPARATOR@([^@CLAUSE_SEPARATOR@]+)") do
          if not (release and holds(release, flavour, clause)) then return false end
       end
       return true
    end
    local function describe(payload)
-      local need, rest = payload:match("^([^,]*),?(.*)$")
+      local need, rest = payload:match("^([^@CLAUSE_SEPARATOR@]*)@CLAUSE_SEPARATOR@?(.*)$")
       if rest == "" then return need end
-      return need .. " (" .. rest:gsub(",", ", ") .. ")"
+      return need .. " (" .. rest:gsub("@CLAUSE_SEPARATOR@", ", ") .. ")"
    end
 """
 
-PROVIDER = """\
+PROVIDER_TEMPLATE = """\
    if mode() == "load" then
       local refused = {}
-      for entry in (os.getenv("TORCHSTACK_CONSUMERS") or ""):gmatch("[^;]+") do
-         local who, kind, payload, home = entry:match("^([^|]*)|([^|]*)|([^|]*)|?(.*)$")
+      for entry in (os.getenv("@CONSUMERS_VARIABLE@") or ""):gmatch("[^@DELIMITER@]+") do
+         local who, kind, payload, home = entry:match("@ENTRY_PATTERN@")
          if who and not fits(tag, kind, payload) then
             local instead = home ~= "" and "use " .. home .. " instead"
                or "use the torch module it was built with"
@@ -84,17 +90,27 @@ PROVIDER = """\
             .. "need another torch:\\n" .. table.concat(refused, "\\n"))
       end
    end
-   setenv("TORCHSTACK_TORCH_ABI", tag)
-   setenv("TORCHSTACK_TORCH_MODULE", name)
+   setenv("@PROVIDER_VARIABLE@", tag)
+   setenv("@MODULE_VARIABLE@", name)
 """
 
-CONSUMER = """\
-   local loaded = os.getenv("TORCHSTACK_TORCH_ABI")
+CONSUMER_TEMPLATE = """\
+   local loaded = os.getenv("@PROVIDER_VARIABLE@")
    if mode() == "load" and loaded and not fits(loaded, kind, payload) then
-      local other = os.getenv("TORCHSTACK_TORCH_MODULE") or home:match("^(.*)/") or home
+      local other = os.getenv("@MODULE_VARIABLE@") or home:match("^(.*)/") or home
       LmodError("torchstack: cannot load " .. name .. ": it needs " .. describe(payload)
          .. " but " .. other .. " (" .. loaded .. ") is loaded; load " .. home
          .. " instead (module swap " .. other .. " " .. home .. "), or unload " .. other
          .. " first")
    end
 """
+
+
+def fill(template: str) -> str:
+    """A Lua template with the guard protocol's names and the registration pattern filled in."""
+    return protocol.fill(template, {"ENTRY_PATTERN": ENTRY_PATTERN})
+
+
+EVALUATOR = fill(EVALUATOR_TEMPLATE)
+PROVIDER = fill(PROVIDER_TEMPLATE)
+CONSUMER = fill(CONSUMER_TEMPLATE)

@@ -8,13 +8,13 @@ import tempfile
 from pathlib import Path
 
 from torchstack.fingerprint import Fingerprint, load_fingerprint
+from torchstack.guards.protocol import FINGERPRINT_FILE
 
-FINGERPRINT_FILE = Path("easybuild") / "torchstack-fingerprint.json"
-PROVIDER_VARIABLE = "TORCHSTACK_TORCH_ABI"
+__all__ = ["FINGERPRINT_FILE", "read_fingerprint", "whatis_line", "write_fingerprint"]
 
 
 def write_fingerprint(installdir: str | Path, fingerprint: Fingerprint) -> Path:
-    """Write <installdir>/easybuild/torchstack-fingerprint.json atomically."""
+    """Write <installdir>/FINGERPRINT_FILE atomically."""
     target = Path(installdir) / FINGERPRINT_FILE
     target.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(fingerprint.to_json(), indent=2) + "\n"

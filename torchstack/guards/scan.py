@@ -36,7 +36,8 @@ from torchstack.distributions import DistributionError, site_packages_of
 from torchstack.errors import TorchstackError
 from torchstack.fingerprint import Fingerprint, installation_fingerprints
 from torchstack.guards.moduleloads import module_dependencies, module_files
-from torchstack.guards.record import FINGERPRINT_FILE, read_fingerprint, write_fingerprint
+from torchstack.guards.protocol import FINGERPRINT_FILE
+from torchstack.guards.record import read_fingerprint, write_fingerprint
 from torchstack.guards.sitepackage import MAX_FINGERPRINT_BYTES
 
 log = logging.getLogger(__name__)

@@ -1,29 +1,32 @@
 """Lua text of the site-wide SitePackage.lua hook (`torchstack lmod-sitepackage`).
 
-The hook (SITEPACKAGE_HEAD, then _lua.EVALUATOR, SITEPACKAGE_READER, SITEPACKAGE_BODY) checks
+The hook (SITEPACKAGE_HEAD, then lua.EVALUATOR, SITEPACKAGE_READER, SITEPACKAGE_BODY) checks
 every loaded torch against every loaded consumer after each command that loads modules. It
 reads the fingerprint files of loaded modules fail-closed (SITEPACKAGE_READER): the file type
 is checked with luaposix before the file is opened (non-blocking, checked again once open), at
 most MAX_FINGERPRINT_BYTES are read, the JSON is read strictly and at most MAX_JSON_DEPTH
 deep, and the fields the hook uses are checked. A file that exists but fails any of this is
 refused with an LmodError naming it; only a path where nothing exists means "no fingerprint".
+Each part is a template that `torchstack.guards.protocol` fills with the protocol's names.
 """
 
 from __future__ import annotations
 
+from torchstack.guards import lua, protocol
+
 MAX_FINGERPRINT_BYTES = 65536
 MAX_JSON_DEPTH = 16
 
-SITEPACKAGE_HEAD = """\
+HEAD_TEMPLATE = """\
 -- SitePackage.lua written by `torchstack lmod-sitepackage`: the site-wide belt to the guards
 -- that torchstack writes into PyTorch modules and their consumers.
 --
 -- After each command that can load modules (load, try-load, swap, restore, reset, update) the
 -- finalize hook compares every loaded torch with every loaded consumer:
---   torches:   TORCHSTACK_TORCH_ABI (a guarded PyTorch module), and every loaded module whose
---              EasyBuild root $EBROOT<NAME> holds easybuild/torchstack-fingerprint.json
+--   torches:   @PROVIDER_VARIABLE@ (a guarded PyTorch module), and every loaded module whose
+--              EasyBuild root $EBROOT<NAME> holds @FINGERPRINT_FILE@
 --              with role "provider";
---   consumers: the registrations in TORCHSTACK_CONSUMERS (guarded modules), and every loaded
+--   consumers: the registrations in @CONSUMERS_VARIABLE@ (guarded modules), and every loaded
 --              module whose fingerprint file has role "consumer" (modules without guards).
 -- An unsafe mix is an LmodError: Lmod then writes no change and the environment stays as it
 -- was. So is a loaded module whose fingerprint file exists but cannot be read (not a regular
@@ -41,7 +44,7 @@ do
 """
 
 # read_regular(path), decode_json(text) and fingerprint_problem(fp) of the hook
-SITEPACKAGE_READER = r"""
+READER_TEMPLATE = r"""
    local MAX_BYTES, MAX_DEPTH = @MAX_BYTES@, @MAX_DEPTH@
    local function want(name)
       local ok, lib = pcall(require, name)
@@ -246,9 +249,9 @@ SITEPACKAGE_READER = r"""
       end
       return nil
    end
-""".replace("@MAX_BYTES@", str(MAX_FINGERPRINT_BYTES)).replace("@MAX_DEPTH@", str(MAX_JSON_DEPTH))
+"""
 
-SITEPACKAGE_BODY = """\
+BODY_TEMPLATE = """\
    local acting = {load = true, ["try-add"] = true, swap = true, restore = true,
                    reset = true, update = true}
 
@@ -285,7 +288,7 @@ SITEPACKAGE_BODY = """\
       if fp.link ~= "cxx" and type(fp.requires_torch) == "string" then
          for spec in fp.requires_torch:gmatch("[^,]+") do spec_clauses(spec, out) end
       end
-      return table.concat(out, ",")
+      return table.concat(out, "@CLAUSE_SEPARATOR@")
    end
 
    local function fingerprint_of(sn)
@@ -294,7 +297,7 @@ SITEPACKAGE_BODY = """\
       local name = sn:match("[^/]*$"):gsub("%+", "plus"):gsub("%-", "min"):gsub("%.", "")
       local root = os.getenv("EBROOT" .. name:upper())
       if not root then return nil end
-      local path = root .. "/easybuild/torchstack-fingerprint.json"
+      local path = root .. "/@FINGERPRINT_FILE@"
       local text, why = read_regular(path)
       if text == nil then return nil end
       if not text then return false, path, why end
@@ -308,12 +311,12 @@ SITEPACKAGE_BODY = """\
 
    local function loaded_torch()
       local torches, consumers, unreadable = {}, {}, {}
-      for entry in (os.getenv("TORCHSTACK_CONSUMERS") or ""):gmatch("[^;]+") do
-         local who, kind, payload, home = entry:match("^([^|]*)|([^|]*)|([^|]*)|?(.*)$")
+      for entry in (os.getenv("@CONSUMERS_VARIABLE@") or ""):gmatch("[^@DELIMITER@]+") do
+         local who, kind, payload, home = entry:match("@ENTRY_PATTERN@")
          if who then consumers[who] = {kind = kind, payload = payload, home = home} end
       end
-      local tag = os.getenv("TORCHSTACK_TORCH_ABI")
-      if tag then torches[os.getenv("TORCHSTACK_TORCH_MODULE") or "PyTorch"] = tag end
+      local tag = os.getenv("@PROVIDER_VARIABLE@")
+      if tag then torches[os.getenv("@MODULE_VARIABLE@") or "PyTorch"] = tag end
       for _, m in ipairs(FrameStk:singleton():mt():list("fullName", "active")) do
          local fp, path, why = fingerprint_of(m.sn)
          if fp == false then
@@ -361,3 +364,8 @@ SITEPACKAGE_BODY = """\
    end)
 end
 """
+
+SITEPACKAGE_HEAD = lua.fill(HEAD_TEMPLATE)
+SITEPACKAGE_READER = protocol.fill(READER_TEMPLATE, {"MAX_BYTES": str(MAX_FINGERPRINT_BYTES),
+                                                     "MAX_DEPTH": str(MAX_JSON_DEPTH)})
+SITEPACKAGE_BODY = lua.fill(BODY_TEMPLATE)

@@ -6,6 +6,12 @@ in an interpreter of their own, so the procs cannot clash with another module's.
 
 from __future__ import annotations
 
+from torchstack.guards import protocol
+
+# a registration's fields as a Tcl regular expression (ARE); the fourth may be missing
+_FIELD = protocol.FIELD_SEPARATOR
+ENTRY_PATTERN = "^" + f"([^{_FIELD}]*)\\{_FIELD}" * 3 + "?(.*)$"
+
 _ESCAPES = {
     "\\": "\\\\", '"': '\\"', "$": "\\$", "[": "\\[", "]": "\\]", "{": "\\{", "}": "\\}",
     "\n": "\\n", "\r": "\\r", "\t": "\\t",
@@ -31,7 +37,7 @@ def tcl_string(text: str) -> str:
     return '"' + "".join(out) + '"'
 
 
-EVALUATOR = """\
+EVALUATOR_TEMPLATE = """\
 proc torchstack_compare {a b {n 0}} {
     # numeric per dot-separated component; only the first n components when n > 0
     regexp {^[0-9.]*} $a a
@@ -68,7 +74,7 @@ proc torchstack_holds {release flavour clause} {
     return 0
 }
 proc torchstack_fits {tag kind payload} {
-    set clauses [split $payload ,]
+    set clauses [split $payload @CLAUSE_SEPARATOR@]
     if {$kind eq "cxx"} {return [expr {$tag eq [lindex $clauses 0]}]}
     set parsed [regexp {^torch-([^-]+)-[^-]+-([^-]+)$} $tag -> release flavour]
     foreach clause [lrange $clauses 1 end] {
@@ -79,17 +85,17 @@ proc torchstack_fits {tag kind payload} {
     return 1
 }
 proc torchstack_describe {payload} {
-    set clauses [split $payload ,]
+    set clauses [split $payload @CLAUSE_SEPARATOR@]
     if {[llength $clauses] < 2} {return [lindex $clauses 0]}
     return "[lindex $clauses 0] ([join [lrange $clauses 1 end] {, }])"
 }
 """
 
-PROVIDER = """\
-if {[module-info mode load] && [info exists env(TORCHSTACK_CONSUMERS)]} {
+PROVIDER_TEMPLATE = """\
+if {[module-info mode load] && [info exists env(@CONSUMERS_VARIABLE@)]} {
     set torchstack_refused {}
-    foreach entry [split $env(TORCHSTACK_CONSUMERS) ";"] {
-        if {![regexp {^([^|]*)\\|([^|]*)\\|([^|]*)\\|?(.*)$} $entry -> who kind payload home]} {
+    foreach entry [split $env(@CONSUMERS_VARIABLE@) "@DELIMITER@"] {
+        if {![regexp {@ENTRY_PATTERN@} $entry -> who kind payload home]} {
             continue
         }
         if {![torchstack_fits $torchstack_tag $kind $payload]} {
@@ -104,17 +110,17 @@ if {[module-info mode load] && [info exists env(TORCHSTACK_CONSUMERS)]} {
             need another torch:\\n[join $torchstack_refused \\n]"
     }
 }
-setenv TORCHSTACK_TORCH_ABI $torchstack_tag
-setenv TORCHSTACK_TORCH_MODULE $torchstack_name
+setenv @PROVIDER_VARIABLE@ $torchstack_tag
+setenv @MODULE_VARIABLE@ $torchstack_name
 """
 
-CONSUMER = """\
-if {[module-info mode load] && [info exists env(TORCHSTACK_TORCH_ABI)]} {
-    set torchstack_loaded $env(TORCHSTACK_TORCH_ABI)
+CONSUMER_TEMPLATE = """\
+if {[module-info mode load] && [info exists env(@PROVIDER_VARIABLE@)]} {
+    set torchstack_loaded $env(@PROVIDER_VARIABLE@)
     if {![torchstack_fits $torchstack_loaded $torchstack_kind $torchstack_payload]} {
         set other $torchstack_home
         regexp {^(.*)/} $torchstack_home -> other
-        if {[info exists env(TORCHSTACK_TORCH_MODULE)]} {set other $env(TORCHSTACK_TORCH_MODULE)}
+        if {[info exists env(@MODULE_VARIABLE@)]} {set other $env(@MODULE_VARIABLE@)}
         error "torchstack: cannot load ${torchstack_name}: it needs\\
             [torchstack_describe $torchstack_payload] but $other ($torchstack_loaded) is\\
             loaded; load $torchstack_home instead (module swap $other $torchstack_home), or\\
@@ -122,3 +128,13 @@ if {[module-info mode load] && [info exists env(TORCHSTACK_TORCH_ABI)]} {
     }
 }
 """
+
+
+def fill(template: str) -> str:
+    """A Tcl template with the guard protocol's names and the registration pattern filled in."""
+    return protocol.fill(template, {"ENTRY_PATTERN": ENTRY_PATTERN})
+
+
+EVALUATOR = fill(EVALUATOR_TEMPLATE)
+PROVIDER = fill(PROVIDER_TEMPLATE)
+CONSUMER = fill(CONSUMER_TEMPLATE)
