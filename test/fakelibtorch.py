@@ -23,20 +23,25 @@ PythonPackage (recorded through the hooks file).
 from __future__ import annotations
 
 import io
+import subprocess
+import sys
 import tarfile
 import textwrap
 from collections.abc import Mapping
 from pathlib import Path
 
 from cudastack import write_module
-from ebenv import PYTHON_VERSION
+from ebenv import PYTHON_VERSION, EasyBuildEnv
 from synthetic import C10_HEADER, LIBC10, LIBTORCH_CPU
+
+from torchstack.paths import easyblocks_path, hooks_path
 
 RELEASE = "2.6.0"
 EASYBLOCK = "FakePyTorchSource"
 # EB_PyTorch's configure step insists on a BLAS among the dependencies (upstream's easyconfigs
 # get FlexiBLAS from the foss toolchain); the small libtorch needs none, a stand-in module does.
 BLAS = ("FlexiBLAS", "3.4.5")
+TEST_EASYBLOCKS = Path(__file__).parent / "easyblocks"
 
 TORCH_SETUP_PY = '''\
 """setup.py of a small torch: libc10, libtorch_cpu and torch._C, compiled with g++."""
@@ -305,3 +310,18 @@ def consumer_easyconfig(path: Path, name: str, suffix: str, tarball: Path, check
         moduleclass = 'ai'
         """))
     return path
+
+
+def run_eb(env: EasyBuildEnv, *args: str, cwd: Path | None = None) -> tuple[int, str]:
+    """The real eb with torchstack's easyblocks, the test stub and the hooks file.
+
+    Not `env.eb`, which names only torchstack's own easyblocks.
+    """
+    included = [*sorted(easyblocks_path().glob("*.py")), *sorted(TEST_EASYBLOCKS.glob("*.py"))]
+    paths = ",".join(str(p) for p in included if p.name != "__init__.py")
+    command = [sys.executable, "-m", "easybuild.main", *args,
+               "--allow-use-as-root-and-accept-consequences", f"--include-easyblocks={paths}",
+               f"--hooks={hooks_path()}"]
+    result = subprocess.run(command, env=env.environ(), capture_output=True, text=True,
+                            cwd=cwd or env.root, check=False)
+    return result.returncode, result.stdout[-4000:] + result.stderr[-2000:]

@@ -342,3 +342,30 @@ def _describe(exc: OSError, shown: str, target: Path | None,
         if internal is not None:
             text = text.replace(str(internal), shown.rstrip("/") or "/")
     return f"cannot write output folder {shown!r}: {text}"
+
+
+def replace_file(path: Path, text: str) -> None:
+    """Write one file atomically: a temporary sibling, renamed over `path`. Readers see the
+    old or the new content, never half of it; an existing file keeps its mode (a new one
+    gets 0644)."""
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        mode = 0o644
+    staging = path.with_name(f".{path.name}.tmp-{secrets.token_hex(4)}")
+    try:
+        with _deferred_interrupts():
+            fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            os.chmod(staging, mode)
+            with _deferred_interrupts():
+                os.replace(staging, path)
+        except BaseException:
+            with _deferred_interrupts(), contextlib.suppress(OSError):
+                os.unlink(staging)
+            raise
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise OutputError(f"cannot write {str(path)!r}: {reason}") from exc

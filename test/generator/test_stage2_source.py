@@ -18,8 +18,6 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -28,6 +26,7 @@ from fakelibtorch import (
     RELEASE,
     consumer_easyconfig,
     consumer_source,
+    run_eb,
     torch_easyconfig,
     torch_source,
     toy_source,
@@ -40,9 +39,7 @@ from torchstack import symbols
 from torchstack.cli import main
 from torchstack.fingerprint import Fingerprint
 from torchstack.guards.record import FINGERPRINT_FILE, read_fingerprint
-from torchstack.paths import easyblocks_path, hooks_path
 
-TEST_EASYBLOCKS = Path(__file__).parents[1] / "easyblocks"
 ABIS = ("cxx11", "precxx11")
 ABI_FLAG = {"cxx11": "1", "precxx11": "0"}
 TORCH = {abi: f"PyTorch/{RELEASE}-fake-{abi}" for abi in ABIS}
@@ -54,18 +51,7 @@ OTHER = {"cxx11": "precxx11", "precxx11": "cxx11"}
 
 
 def _eb(env: EasyBuildEnv, easyconfig: Path, *options: str) -> tuple[int, str]:
-    """The real eb with torchstack's easyblocks, the test stub and the hooks file.
-
-    Run here rather than through `env.eb`, which names only torchstack's own easyblocks.
-    """
-    included = [*sorted(easyblocks_path().glob("*.py")), *sorted(TEST_EASYBLOCKS.glob("*.py"))]
-    paths = ",".join(str(p) for p in included if p.name != "__init__.py")
-    command = [sys.executable, "-m", "easybuild.main", str(easyconfig),
-               "--allow-use-as-root-and-accept-consequences", f"--include-easyblocks={paths}",
-               f"--hooks={hooks_path()}", *options]
-    result = subprocess.run(command, env=env.environ(), capture_output=True, text=True,
-                            cwd=env.root, check=False)
-    return result.returncode, result.stdout[-4000:] + result.stderr[-2000:]
+    return run_eb(env, str(easyconfig), *options)
 
 
 def _install(env: EasyBuildEnv, easyconfig: Path, module: str) -> str:

@@ -44,12 +44,13 @@ def _subcommands() -> list[ModuleType]:
         hooks_path,
         jobs,
         lmod_sitepackage,
+        rollout,
         scan,
         venv,
     )
 
     return [fingerprint, check, generate, catalog, easyblocks_path, hooks_path, scan,
-            lmod_sitepackage, doctor, jobs, venv]
+            rollout, lmod_sitepackage, doctor, jobs, venv]
 
 
 def build_parser() -> argparse.ArgumentParser:
