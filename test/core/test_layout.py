@@ -16,19 +16,21 @@ import torchstack
 
 PACKAGE = Path(torchstack.__file__).resolve().parent
 
-# What each layer must not import (docs/design.rst, Architecture). Core is every top-level
-# module, a subsystem a subpackage, `python -m torchstack` (__main__) the command line. Only cli
-# imports cli.
-FORBIDDEN = {
-    "core": {"index", "generator", "guards", "install", "doctor", "venv", "cli"},
-    "index": {"generator", "guards", "install", "doctor", "venv", "cli"},
-    "generator": {"guards", "install", "doctor", "venv", "cli"},
-    "guards": {"generator", "install", "doctor", "venv", "cli"},
-    "install": {"generator", "doctor", "venv", "cli"},
-    "doctor": {"generator", "install", "cli"},
-    "venv": {"generator", "install", "cli"},
-    "cli": set(),
+# What each layer may import besides itself (docs/design.rst, Import direction). Core is every
+# top-level module, a subsystem a subpackage, `python -m torchstack` (__main__) the command line.
+# Nothing imports cli.
+ALLOWED = {
+    "core": set(),
+    "index": {"core"},
+    "generator": {"core", "index"},
+    "guards": {"core"},
+    "install": {"core", "guards"},
+    "doctor": {"core"},
+    # not in docs/design.rst yet: what they import today
+    "venv": {"core", "doctor"},
+    "rollout": {"core", "generator", "guards"},
 }
+ALLOWED["cli"] = set(ALLOWED)
 
 Graph = dict[str, set[str]]
 
@@ -85,11 +87,14 @@ def subpackages(root: Path) -> set[str]:
     return {init.parent.name for init in root.glob("*/__init__.py")}
 
 
-def upward_imports(graph: Graph, forbidden: dict[str, set[str]], subsystems: set[str]
+def upward_imports(graph: Graph, allowed: dict[str, set[str]], subsystems: set[str]
                    ) -> list[str]:
-    return sorted(f"{module} ({layer(module, subsystems)}) imports {target}"
-                  for module, targets in graph.items() for target in targets
-                  if layer(target, subsystems) in forbidden[layer(module, subsystems)])
+    found = []
+    for module, targets in graph.items():
+        own = layer(module, subsystems)
+        found += [f"{module} ({own}) imports {target}" for target in targets
+                  if layer(target, subsystems) not in {own, *allowed.get(own, ())}]
+    return sorted(found)
 
 
 def cycles(graph: Graph) -> list[list[str]]:
@@ -133,7 +138,8 @@ def graph() -> Graph:
 
 
 def test_every_subpackage_has_a_layer() -> None:
-    assert subpackages(PACKAGE) <= set(FORBIDDEN) - {"core"}
+    unlisted = sorted(subpackages(PACKAGE) - set(ALLOWED))
+    assert unlisted == [], f"give {unlisted} a row in ALLOWED"
 
 
 def test_the_graph_is_read(graph: Graph) -> None:
@@ -143,7 +149,7 @@ def test_the_graph_is_read(graph: Graph) -> None:
 
 
 def test_no_upward_imports(graph: Graph) -> None:
-    assert upward_imports(graph, FORBIDDEN, subpackages(PACKAGE)) == []
+    assert upward_imports(graph, ALLOWED, subpackages(PACKAGE)) == []
 
 
 # fingerprint imports _fingerprint_json inside Fingerprint.from_json and load_fingerprint, and
@@ -182,6 +188,6 @@ def test_relative_and_lazy_imports_are_read(tangled: Path) -> None:
 
 def test_finds_upward_imports_and_cycles(tangled: Path) -> None:
     graph = import_graph(tangled)
-    assert upward_imports(graph, {"core": {"low"}, "low": set()}, {"low"}) == [
+    assert upward_imports(graph, {"core": set(), "low": {"core"}}, {"low"}) == [
         "pkg.a (core) imports pkg.low.x"]
     assert cycles(graph) == [["pkg.a", "pkg.low.x", "pkg.low.y"]]
