@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from torchstack.distributions import normalize_name, tree_distributions
 from torchstack.doctor.interpreter import Interpreter
 from torchstack.doctor.placement import Places
 from torchstack.doctor.stack import Stack, read_stack
@@ -27,6 +28,7 @@ from torchstack.venv import VenvError, activate
 from torchstack.venv.pins import (
     Pin,
     constraints_text,
+    module_distributions,
     module_pins,
     modules_of,
     pip_conf_text,
@@ -51,6 +53,7 @@ class Plan:
     pins: tuple[Pin, ...]
     modules: tuple[str, ...]
     module_python_sites: tuple[str, ...]  # the module Python's own site-packages, if a venv
+    provided: frozenset[str]  # normalized names of every module-provided distribution
 
     @property
     def bin_dir(self) -> Path:
@@ -73,10 +76,12 @@ def plan(target: Path, interpreter: Interpreter, environ: Mapping[str, str]) -> 
     stack = read_stack(interpreter.path)
     provider = _module_torch(stack, places, interpreter)
     sites = _own_sites(interpreter, surroundings)
-    pins = module_pins(stack, places)
+    provided = module_distributions(stack, places)
+    pins = module_pins(provided)
     loaded = [m for m in environ.get("LOADEDMODULES", "").split(":") if m]
     return Plan(target.absolute(), interpreter, provider, tuple(pins),
-                tuple(modules_of(pins, loaded)), tuple(sites))
+                tuple(modules_of(pins, loaded)), tuple(sites),
+                frozenset(normalize_name(p.name) for p in provided))
 
 
 def _check_target(target: Path) -> None:
@@ -125,6 +130,7 @@ def create(plan: Plan, environ: Mapping[str, str]) -> list[str]:
     existed = plan.target.exists()
     try:
         _make_venv(plan, environ)
+        _drop_copies(plan, environ)
         return _add_files(plan)
     except BaseException:
         _remove(plan.target, keep_folder=existed)
@@ -132,17 +138,32 @@ def create(plan: Plan, environ: Mapping[str, str]) -> list[str]:
 
 
 def _make_venv(plan: Plan, environ: Mapping[str, str]) -> None:
-    command = [plan.interpreter.executable, "-m", "venv", "--system-site-packages",
-               str(plan.target)]
+    _run([plan.interpreter.executable, "-m", "venv", "--system-site-packages",
+          str(plan.target)], environ, f"{plan.interpreter.executable} -m venv {plan.target}")
+
+
+def _run(command: list[str], environ: Mapping[str, str], what: str) -> None:
     log.debug("running %s", command)
     try:
         result = subprocess.run(command, env=dict(environ), capture_output=True, text=True,
                                 timeout=_TIMEOUT, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise VenvError(f"cannot run {plan.interpreter.executable} -m venv: {exc}") from exc
+        raise VenvError(f"cannot run {what}: {exc}") from exc
     if result.returncode != 0:
         last = (result.stderr.strip().splitlines() or ["no output"])[-1]
-        raise VenvError(f"{plan.interpreter.executable} -m venv {plan.target} failed: {last}")
+        raise VenvError(f"{what} failed: {last}")
+
+
+def _drop_copies(plan: Plan, environ: Mapping[str, str]) -> None:
+    """Uninstall what `venv` put in the venv that a module provides too (setuptools 65 of
+    ensurepip on Python 3.11 would hide the module's newer one, which torch requires);
+    the venv keeps its own pip, which installs into the venv."""
+    copies = sorted(d.name for d in tree_distributions(plan.site_packages)
+                    if d.key in plan.provided and d.key != "pip")
+    if not copies:
+        return
+    _run([str(plan.bin_dir / "python"), "-m", "pip", "uninstall", "--yes", "--quiet",
+          "--disable-pip-version-check", *copies], environ, "pip uninstall")
 
 
 def _add_files(plan: Plan) -> list[str]:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
+from torchstack.distributions import normalize_name
 from torchstack.doctor.placement import Places
 from torchstack.doctor.stack import Stack
 
@@ -41,16 +42,21 @@ class Pin:
         return f"{self.name}=={self.version}"
 
 
-def module_pins(stack: Stack, places: Places) -> list[Pin]:
-    """A pin for each visible distribution whose folder a loaded module provides."""
-    pins = []
-    for key, placed in sorted(stack.visible.items()):
+def module_distributions(stack: Stack, places: Places) -> list[Pin]:
+    """Each visible distribution whose folder a loaded module provides, at its version."""
+    found = []
+    for _, placed in sorted(stack.visible.items()):
         origin = places.origin(placed.folder)
-        if origin.kind != "module" or key in FREE:
-            continue
-        log.debug("pin %s from %s", placed.label, origin.label)
-        pins.append(Pin(placed.dist.name, placed.dist.version, origin.module, placed.folder))
-    return pins
+        if origin.kind == "module":
+            log.debug("%s from %s", placed.label, origin.label)
+            found.append(Pin(placed.dist.name, placed.dist.version, origin.module,
+                             placed.folder))
+    return found
+
+
+def module_pins(provided: list[Pin]) -> list[Pin]:
+    """The pins among the module-provided distributions: all but the build tools."""
+    return [p for p in provided if normalize_name(p.name) not in FREE]
 
 
 def modules_of(pins: list[Pin], loaded: list[str]) -> list[str]:

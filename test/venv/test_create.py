@@ -1,0 +1,48 @@
+"""Refusals of `torchstack venv` before anything is written: one error line, exit 2."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from torchstack.cli import main
+
+_MODULE_VARIABLES = ("PYTHONPATH", "EBPYTHONPREFIXES", "LOADEDMODULES")
+
+
+@pytest.fixture
+def no_modules(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in _MODULE_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+
+class TestRefusals:
+    def test_dir_not_empty(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        (tmp_path / "file").write_text("")
+        assert main(["venv", str(tmp_path), "--python", sys.executable]) == 2
+        assert capsys.readouterr().err == (f"torchstack: error: {str(tmp_path)!r} exists and "
+                                           "is not empty\n")
+        assert [p.name for p in tmp_path.iterdir()] == ["file"]
+
+    def test_dir_is_a_file(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        target = tmp_path / "file"
+        target.write_text("")
+        assert main(["venv", str(target), "--python", sys.executable]) == 2
+        assert capsys.readouterr().err == (f"torchstack: error: {str(target)!r} exists and is "
+                                           "not a folder\n")
+
+    def test_no_pytorch_loaded(self, tmp_path: Path, no_modules: None,
+                               capsys: pytest.CaptureFixture[str]) -> None:
+        target = tmp_path / "venv"
+        assert main(["venv", str(target), "--python", sys.executable]) == 2
+        assert capsys.readouterr().err == (
+            f"torchstack: error: no PyTorch module is loaded: {sys.executable} sees no torch "
+            "(module load PyTorch/<version> first)\n")
+        assert not target.exists()
+
+    def test_not_a_python(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        assert main(["venv", str(tmp_path / "v"), "--python", "/bin/false"]) == 2
+        assert capsys.readouterr().err.startswith(
+            "torchstack: error: '/bin/false' is not a working Python interpreter")

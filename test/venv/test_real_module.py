@@ -1,0 +1,263 @@
+"""`torchstack venv` on the real PyTorch/2.13.0-whl module (real eb, real Lmod, a real venv).
+
+pip installs only from a simple index on 127.0.0.1 (test/indexserver.py) that serves
+torchtoy (requires torch>=2.13), torchpin (requires torch==2.14.1), a pure-Python package,
+and a small torch 2.14.1 that pip would take as a second torch if nothing stopped it. The
+user's pip configuration of this machine (its local wheel folders) is kept out by a HOME of
+the test's own; the venv's pip.conf is what is under test.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from doctorenv import REPO, SITE, findings, one
+from ebenv import PYTHON_VERSION, EasyBuildEnv
+from indexserver import IndexServer
+from wheelbuild import build_wheel
+
+pytestmark = pytest.mark.slow
+
+PYTORCH = "PyTorch/2.13.0-whl"
+PYTHON = f"Python/{PYTHON_VERSION}"
+_PIP_VARIABLES = ("PIP_CONFIG_FILE", "PIP_CONSTRAINT", "PIP_FIND_LINKS", "PIP_INDEX_URL",
+                  "PIP_EXTRA_INDEX_URL", "PIP_NO_INDEX", "XDG_CONFIG_HOME", "UV_CONSTRAINT")
+
+
+@dataclass(frozen=True)
+class Stand:
+    """The module environment, the local index and a HOME without pip configuration."""
+
+    eb_env: EasyBuildEnv
+    index: IndexServer
+    home: Path
+
+    def shell(self, script: str, *, load: str = PYTORCH) -> tuple[int, str, str]:
+        """Run `script` after `module load`; its exit code, stdout and stderr (Lmod's apart)."""
+        unset = " ".join(_PIP_VARIABLES)
+        loading = f"module load {load}\n" if load else ""
+        full = (f"export HOME={shlex.quote(str(self.home))}\nunset {unset}\n{loading}"
+                f"set +e\n{script}\necho \"rc=$?\"")
+        run = self.eb_env.shell(full)
+        assert run.returncode == 0, run.stderr
+        body, _, code = run.stdout.rpartition("rc=")
+        return int(code), body, run.stderr
+
+    def torchstack(self, *args: str, load: str = PYTORCH) -> tuple[int, str, str]:
+        words = " ".join(shlex.quote(a) for a in args)
+        return self.shell(f"cd {REPO}\n{sys.executable} -m torchstack {words}", load=load)
+
+    def pip(self, venv: Path, *args: str, environ: str = "") -> tuple[int, str, str]:
+        """`venv/bin/pip install ARGS` from the local index only."""
+        words = " ".join(shlex.quote(a) for a in args)
+        return self.shell(f"{environ}{venv}/bin/pip install --disable-pip-version-check "
+                          f"--no-cache-dir --index-url {self.index.index_url} {words}")
+
+    def make(self, venv: Path) -> str:
+        code, out, err = self.torchstack("venv", str(venv))
+        assert code == 0, err
+        return out
+
+
+@pytest.fixture(scope="module")
+def stand(eb_env: EasyBuildEnv, pytorch_cpu_module: str, toy_wheel: Path,
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stand]:
+    wheels = tmp_path_factory.mktemp("index-wheels")
+    served = [
+        toy_wheel,
+        build_wheel(wheels, "torchpin", "1.0", {"torchpin/__init__.py": b"import torch\n"},
+                    requires=("torch==2.14.1",)),
+        build_wheel(wheels, "purepkg", "1.0", {"purepkg/__init__.py": b"NAME = 'purepkg'\n"}),
+        build_wheel(wheels, "torch", "2.14.1", {
+            "torch/__init__.py": b"__version__ = '2.14.1'\n",
+            "torch/version.py": b"__version__ = '2.14.1'\ncuda = None\nhip = None\n"}),
+    ]
+    with IndexServer(served) as index:
+        yield Stand(eb_env, index, tmp_path_factory.mktemp("home"))
+
+
+@pytest.fixture(scope="module")
+def venv(stand: Stand, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A venv made by torchstack on PyTorch/2.13.0-whl, with torchtoy and purepkg installed."""
+    path = tmp_path_factory.mktemp("user") / "venv"
+    stand.make(path)
+    code, _, err = stand.pip(path, "torchtoy", "purepkg")
+    assert code == 0, err
+    return path
+
+
+def _python(stand: Stand, venv: Path, code: str) -> tuple[int, str, str]:
+    return stand.shell(f"{venv}/bin/python -c {shlex.quote(code)}")
+
+
+def _doctor(stand: Stand, venv: Path, load: str = PYTORCH) -> tuple[int, dict[str, Any]]:
+    code, out, err = stand.torchstack("doctor", "--json", "--python", f"{venv}/bin/python",
+                                      load=load)
+    assert code in (0, 1), err
+    return code, json.loads(out)
+
+
+class TestMade:
+    def test_on_the_module_python_with_system_site_packages(self, venv: Path,
+                                                            eb_env: EasyBuildEnv) -> None:
+        config = (venv / "pyvenv.cfg").read_text()
+        assert "include-system-site-packages = true" in config
+        record = json.loads((venv / "torchstack-venv.json").read_text())
+        assert record["modules"] == [PYTHON, PYTORCH]
+        assert record["python"] == str(eb_env.python_root / "bin" / "python3")
+        assert record["torch"] == "2.13.0+cpu"
+
+    def test_constraints_pin_the_modules_distributions(self, venv: Path) -> None:
+        lines = [line.split("#")[0].strip() for line in
+                 (venv / "torchstack-constraints.txt").read_text().splitlines()]
+        pins = [line for line in lines if line]
+        assert "torch==2.13.0+cpu" in pins
+        assert any(p.startswith("sympy==") for p in pins)  # from the Python module
+        assert not [p for p in pins if p.startswith(("pip==", "setuptools==", "wheel=="))]
+
+    def test_pip_conf_names_the_constraints(self, venv: Path) -> None:
+        assert (venv / "pip.conf").read_text().endswith(
+            f"[install]\nconstraint = {venv / 'torchstack-constraints.txt'}\n")
+
+    def test_the_venvs_own_torchrun(self, venv: Path) -> None:
+        script = (venv / "bin" / "torchrun").read_text()
+        assert script.startswith(f"#!{venv / 'bin' / 'python'}\n")
+        assert "from torch.distributed.run import main\n" in script
+
+
+class TestPip:
+    def test_package_requiring_torch_keeps_the_modules_torch(self, stand: Stand, venv: Path,
+                                                            eb_env: EasyBuildEnv) -> None:
+        code, out, err = _python(stand, venv, "import torch, torchtoy; "
+                                 "print(torch.__version__, torch.__file__, torchtoy.__file__)")
+        assert code == 0, err
+        module_site = eb_env.installpath / "software" / "PyTorch" / "2.13.0-whl" / SITE
+        assert out.split() == ["2.13.0+cpu", str(module_site / "torch" / "__init__.py"),
+                               str(venv / SITE / "torchtoy" / "__init__.py")]
+        assert not (venv / SITE / "torch").exists()
+
+    def test_package_pinning_another_torch_fails_naming_the_conflict(self, stand: Stand,
+                                                                     venv: Path) -> None:
+        code, out, err = stand.pip(venv, "torchpin")
+        assert code == 1
+        assert "Cannot install torchpin==1.0" in err
+        assert ("The conflict is caused by:\n    torchpin 1.0 depends on torch==2.14.1\n"
+                "    The user requested (constraint) torch==2.13.0+cpu") in out
+        assert not (venv / SITE / "torch").exists()
+
+    def test_without_the_constraints_pip_would_take_a_second_torch(self, stand: Stand,
+                                                                   venv: Path) -> None:
+        """The control: the index does offer torch 2.14.1, it is the pins that refuse it."""
+        code, out, err = stand.pip(venv, "--dry-run", "torchpin",
+                                   environ="PIP_CONSTRAINT=/dev/null ")
+        assert code == 0, err
+        assert "Would install torch-2.14.1 torchpin-1.0" in out
+
+    def test_pure_python_package_imports_with_the_modules_torch(self, stand: Stand,
+                                                                venv: Path) -> None:
+        code, out, err = _python(stand, venv, "import purepkg, torch; "
+                                 "print(purepkg.NAME, torch.__version__)")
+        assert code == 0, err
+        assert out.split() == ["purepkg", "2.13.0+cpu"]
+
+
+class TestTorchrun:
+    def test_torchrun_of_the_venv_sees_its_packages(self, stand: Stand, venv: Path,
+                                                    tmp_path: Path) -> None:
+        worker = tmp_path / "worker.py"
+        worker.write_text("import purepkg, torch, torchtoy\n"
+                          "print('worker', purepkg.NAME, torch.__version__, "
+                          "torchtoy.double(2).item())\n")
+        code, out, err = stand.shell(
+            f"source {venv}/bin/activate\ncommand -v torchrun\n"
+            f"torchrun --standalone --nproc_per_node=1 {worker}")
+        assert code == 0, err
+        assert out.splitlines()[0] == str(venv / "bin" / "torchrun")
+        assert "worker purepkg 2.13.0+cpu 4" in out
+
+
+class TestActivation:
+    @pytest.mark.parametrize("load", [
+        pytest.param("", id="no-module-loaded"),
+        pytest.param(PYTHON, id="python-without-pytorch"),
+    ])
+    def test_warns_naming_the_modules_to_load(self, stand: Stand, venv: Path, load: str
+                                              ) -> None:
+        missing = PYTORCH if load else f"{PYTHON} {PYTORCH}"
+        code, _, err = stand.shell(f"source {venv}/bin/activate", load=load)
+        assert code == 0
+        assert (f"torchstack: warning: the venv {venv} was made on modules that are not "
+                f"loaded: {missing}; run: module load {missing}\n") in err
+
+    def test_warns_with_another_pytorch_loaded(self, stand: Stand, venv: Path,
+                                               tmp_path: Path) -> None:
+        other = tmp_path / "modules" / "PyTorch"
+        other.mkdir(parents=True)
+        (other / "9.9.lua").write_text(f'setenv("EBROOTPYTORCH", "{tmp_path}")\n')
+        code, _, err = stand.shell(f"module use {tmp_path / 'modules'}\nmodule load PyTorch/9.9\n"
+                                   f"source {venv}/bin/activate", load="")
+        assert code == 0
+        assert f"not loaded: {PYTHON} {PYTORCH}; run: module load {PYTHON} {PYTORCH}" in err
+
+    def test_quiet_with_its_modules_loaded(self, stand: Stand, venv: Path) -> None:
+        code, _, err = stand.shell(f"source {venv}/bin/activate")
+        assert code == 0
+        assert "torchstack" not in err
+
+
+class TestDoctor:
+    def test_reports_the_constraints(self, stand: Stand, venv: Path) -> None:
+        _, report = _doctor(stand, venv)
+        assert one(report, "venv-constraints")["message"].startswith(
+            f"venv made by torchstack on {PYTHON} {PYTORCH}: pip constraints "
+            f"{venv / 'torchstack-constraints.txt'} pin ")
+        assert one(report, "venv-constraints")["message"].endswith("(torch==2.13.0+cpu)")
+        assert not [f for f in report["findings"] if f["code"].startswith("venv-")
+                    and f["code"] != "venv-constraints"]
+
+    def test_modules_not_loaded(self, stand: Stand, venv: Path) -> None:
+        _, report = _doctor(stand, venv, load="")
+        assert one(report, "venv-modules-not-loaded")["fix"] == f"module load {PYTHON} {PYTORCH}"
+
+    def test_second_torch_and_drift(self, stand: Stand, tmp_path: Path) -> None:
+        drifted = tmp_path / "drifted"
+        stand.make(drifted)
+        code, _, err = stand.pip(drifted, "--no-deps", "torch==2.14.1",
+                                 environ="PIP_CONSTRAINT=/dev/null ")
+        assert code == 0, err
+        code, report = _doctor(stand, drifted)
+        assert code == 1
+        site = drifted / SITE
+        assert one(report, "venv-second-torch")["message"] == (
+            f"a second torch, torch 2.14.1, is installed in the venv ({site}) beside the "
+            f"torch 2.13.0+cpu of {PYTHON} {PYTORCH}")
+        assert one(report, "venv-drift")["message"] == (
+            f"torch 2.14.1 in the venv ({site}) contradicts its constraint "
+            "torch==2.13.0+cpu from the modules")
+        assert one(report, "venv-drift")["fix"] == f"pip uninstall torch in the venv {drifted}"
+
+    def test_constraints_overridden_by_environment(self, stand: Stand, venv: Path) -> None:
+        code, out, err = stand.shell(
+            f"cd {REPO}\nexport PIP_CONSTRAINT=/dev/null\n{sys.executable} -m torchstack "
+            f"doctor --json --python {venv}/bin/python")
+        assert code in (0, 1), err
+        found = findings(json.loads(out), "venv-constraints-overridden")
+        assert [f["fix"] for f in found] == [
+            f"unset PIP_CONSTRAINT, or add {venv / 'torchstack-constraints.txt'} to it"]
+
+
+class TestRefusals:
+    def test_no_pytorch_loaded(self, stand: Stand, tmp_path: Path) -> None:
+        code, _, err = stand.torchstack("venv", str(tmp_path / "v"), load=PYTHON)
+        assert code == 2
+        assert err.endswith(
+            f"torchstack: error: no PyTorch module is loaded: {stand.eb_env.python_root}"
+            "/bin/python3 sees no torch (module load PyTorch/<version> first)\n")
+        assert not (tmp_path / "v").exists()
