@@ -157,6 +157,13 @@ class TestPlan:
         assert name == "fakedata-1.0.eb"
         assert "('fakeops', '1.0')" in text and "-whl" not in text
 
+    def test_consumer_of_a_blocked_consumer_is_blocked(self, installpath: Path) -> None:
+        install(installpath, "visiondata/1.0-whl", consumer("visiondata", "python", None),
+                (VISION,), easyconfig("visiondata", "1.0", "-whl", [("vision", "0.1", "-whl")]))
+        step = _step(installpath, "visiondata/1.0-whl")
+        assert step.action == "blocked"
+        assert step.reason.startswith(f"it loads {VISION}, blocked itself; compatible")
+
     def test_installed_only_when_recorded_and_compatible(self, installpath: Path) -> None:
         install(installpath, "fakeops/1.0", consumer("fakeops", "cxx", False), (SOURCE,), None)
         step = _step(installpath, OPS)

@@ -120,9 +120,26 @@ def plan_rollout(scan: Scan, source: str, target: str, suffix: str | None = None
     _same_release(old, new)
     recipes = [_provider_recipe(m, read_recipe) for m in (old, new)]
     outcomes = (*report.would_break, *report.stays_safe)
-    steps = tuple(_step(scan, o, new, recipes[0], recipes[1], suffix, read_recipe)
-                  for o in sorted(outcomes, key=lambda o: o.module))
-    return Plan(scan.installpath, old, new, recipes[0], recipes[1], steps, report.not_checked)
+    steps = [_step(scan, o, new, recipes[0], recipes[1], suffix, read_recipe)
+             for o in sorted(outcomes, key=lambda o: o.module)]
+    return Plan(scan.installpath, old, new, recipes[0], recipes[1], _unblocked(steps),
+                report.not_checked)
+
+
+def _unblocked(steps: list[Step]) -> tuple[Step, ...]:
+    """Steps to build that load a blocked consumer are blocked too: built as they are, they
+    would load that consumer's module on FROM, and FROM with it."""
+    while True:
+        blocked = {s.module for s in steps if s.action == "blocked"}
+        stuck = [i for i, s in enumerate(steps)
+                 if s.action in ("rebuild", "reinstall") and blocked & set(_loads(s))]
+        if not stuck:
+            return tuple(steps)
+        for i in stuck:
+            step = steps[i]
+            names = ", ".join(sorted(blocked & set(_loads(step))))
+            steps[i] = Step(step.module, "blocked", f"it loads {names}, blocked itself; "
+                            f"{step.reason}", step.target, step.recipe)
 
 
 def derive_suffix(own: str, source: str, target: str, ending: str | None = None) -> str | None:
