@@ -15,11 +15,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from packaging.markers import default_environment
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from torchstack import markers
 from torchstack.errors import TorchstackError
 
 log = logging.getLogger(__name__)
@@ -92,9 +91,7 @@ class Provided:
 
 def cuda_pins(requires_dist: Iterable[str], python_version: str, arch: str) -> list[Pin]:
     """torch's exact pins on CUDA wheels that apply to that Python on Linux and `arch`."""
-    environment: dict[str, str] = {k: str(v) for k, v in default_environment().items()}
-    environment.update(python_version=python_version, platform_system="Linux",
-                       sys_platform="linux", platform_machine=arch, extra="")
+    environment = markers.for_target(python_version, arch)
     pins = []
     for line in requires_dist:
         pin = _pin(line, environment)
@@ -104,11 +101,8 @@ def cuda_pins(requires_dist: Iterable[str], python_version: str, arch: str) -> l
 
 
 def _pin(line: str, environment: dict[str, str]) -> Pin | None:
-    try:
-        requirement = Requirement(line)
-    except InvalidRequirement:
-        return None
-    if requirement.marker is not None and not requirement.marker.evaluate(environment):
+    requirement = markers.parse(line, "torch")
+    if requirement is None or not markers.applies(requirement, environment):
         return None
     project = _CUDA_SUFFIX.sub("", canonicalize_name(requirement.name))
     # an exact pin, else the lower bound of a range (torch 2.12: nvidia-cublas>=13.1.0.3,

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
 import stat
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -20,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from packaging.version import InvalidVersion, Version
 
-from torchstack import _version_py, elf, linkclass, symbols
+from torchstack import _version_py, elf, linkclass, symbols, variants
 from torchstack._files import describe_os_error, kind_of
 from torchstack.distributions import (
     Distribution,
@@ -40,7 +39,6 @@ log = logging.getLogger(__name__)
 SCHEMA = 1
 Role = Literal["provider", "consumer"]
 _LINK_STRENGTH = {"python": 0, "stable": 1, "cxx": 2}
-_VARIANT = re.compile(r"^(?:cpu|xpu|cu(\d+)(\d)|rocm(\d+\.\d+)(?:\.\d+)*)$")
 _TORCH_LIB_DIR = "torch/lib/"
 
 
@@ -290,8 +288,8 @@ def _consumer_torch(
     dist: Distribution, link: Link, specifier: str, evidence: LinkEvidence, cuda_major: int | None
 ) -> TorchFacts:
     local = _consumer_variant(dist)
-    match = _VARIANT.match(local or "")
-    cuda = f"{match.group(1)}.{match.group(2)}" if match and match.group(1) else None
+    variant = variants.parse(local) if local else None
+    cuda = variant.cuda if variant else None
     if cuda is None and cuda_major is not None:
         cuda = str(cuda_major)
     return TorchFacts(
@@ -299,7 +297,7 @@ def _consumer_torch(
         local=local,
         cxx11_abi=evidence.cxx11_abi() if link == "cxx" else None,
         cuda=cuda,
-        hip=match.group(3) if match and match.group(3) else None,
+        hip=variant.hip if variant else None,
     )
 
 
@@ -334,7 +332,7 @@ def _consumer_variant(dist: Distribution) -> str | None:
         value = parse_version_py(text, dist.describe(relpath)).get("__version__")
         version = value if isinstance(value, str) else version
     local = version.partition("+")[2]
-    return local if _VARIANT.match(local) else None
+    return local if variants.parse(local) is not None else None
 
 
 # -- tags and JSON -----------------------------------------------------------------------

@@ -9,19 +9,15 @@ module provides them instead.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 
-from packaging.markers import default_environment
-from packaging.requirements import InvalidRequirement, Requirement
+from packaging.requirements import Requirement
 from packaging.version import InvalidVersion
 
-from torchstack import cudalibs
+from torchstack import cudalibs, markers
 from torchstack.distributions import normalize_name
 from torchstack.doctor.findings import Finding, problem
 from torchstack.doctor.stack import Placed, Stack
-
-log = logging.getLogger(__name__)
 
 
 def requirement_findings(stack: Stack, python_version: str) -> list[Finding]:
@@ -42,15 +38,10 @@ def requirement_findings(stack: Stack, python_version: str) -> list[Finding]:
 def applicable(owner: Placed, python_version: str) -> Iterator[Requirement]:
     """The unconditional requirements of `owner` that apply to this Python on Linux, minus
     torch itself (the compatibility check covers it) and pinned CUDA wheels."""
-    environment = {k: str(v) for k, v in default_environment().items()}
-    environment.update(python_version=python_version, extra="")
+    environment = markers.for_interpreter(python_version)
     for line in owner.dist.requires_dist:
-        try:
-            requirement = Requirement(line)
-        except InvalidRequirement:
-            log.debug("%s: ignoring unparsable requirement %r", owner.label, line)
-            continue
-        if requirement.marker is not None and not requirement.marker.evaluate(environment):
+        requirement = markers.parse(line, owner.label)
+        if requirement is None or not markers.applies(requirement, environment):
             continue
         key = normalize_name(requirement.name)
         if key == "torch" or cudalibs.wheel_projects([key]):

@@ -3,17 +3,14 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from packaging.requirements import InvalidRequirement, Requirement
+from packaging.requirements import Requirement
 from packaging.version import Version
 
-from torchstack import wheeltags
+from torchstack import markers, variants, wheeltags
 from torchstack.index.protocol import IndexFile
-
-log = logging.getLogger(__name__)
 
 ARCHITECTURES = ("x86_64", "aarch64")
 
@@ -36,19 +33,8 @@ class Target:
 
     def applies(self, requirement: Requirement, extras: Iterable[str] = ("",)) -> bool:
         """Whether a Requires-Dist line applies here (Linux, this Python, this arch)."""
-        if requirement.marker is None:
-            return "" in extras
-        return any(requirement.marker.evaluate(self.environment(extra)) for extra in extras)
-
-    def environment(self, extra: str = "") -> dict[str, str]:
-        return {
-            "python_version": self.python_version,
-            "python_full_version": f"{self.python_version}.0",
-            "implementation_name": "cpython", "platform_python_implementation": "CPython",
-            "platform_system": "Linux", "sys_platform": "linux", "os_name": "posix",
-            "platform_machine": self.arch, "platform_release": "", "platform_version": "",
-            "implementation_version": f"{self.python_version}.0", "extra": extra,
-        }
+        return markers.applies(requirement, markers.for_target(self.python_version, self.arch),
+                               extras)
 
 
 @dataclass(frozen=True)
@@ -70,7 +56,7 @@ class Resolved:
         """The Requires-Dist lines that apply on `target` (markers evaluated)."""
         found = []
         for line in self.requires_dist:
-            requirement = parse_requirement(line, f"{self.project} {self.version}")
+            requirement = markers.parse(line, f"{self.project} {self.version}")
             if requirement is not None and target.applies(requirement, extras):
                 found.append(requirement)
         return found
@@ -89,10 +75,8 @@ class VariantSet:
     @property
     def cuda(self) -> str | None:
         """CUDA major.minor of a cuXYZ variant: cu128 -> 12.8."""
-        if not self.variant.startswith("cu"):
-            return None
-        digits = self.variant[2:]
-        return f"{digits[:-1]}.{digits[-1]}"
+        parsed = variants.parse(self.variant)
+        return parsed.cuda if parsed else None
 
     @property
     def architectures(self) -> tuple[str, ...]:
@@ -116,10 +100,3 @@ class Request:
     def targets(self) -> list[Target]:
         return [Target(self.python, arch, self.glibc) for arch in self.architectures]
 
-
-def parse_requirement(line: str, where: str) -> Requirement | None:
-    try:
-        return Requirement(line)
-    except InvalidRequirement:
-        log.debug("%s: ignoring unparsable Requires-Dist %r", where, line)
-        return None

@@ -18,7 +18,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from torchstack import cudalibs
+from torchstack import cudalibs, variants
 from torchstack.errors import TorchstackError
 from torchstack.fingerprint import TorchFacts, abi_tag
 from torchstack.generator import closure, cudamodules, namesakes, render, stage2, toolchains
@@ -30,7 +30,6 @@ from torchstack.generator.release import (
     Resolver,
     Target,
     VariantSet,
-    offered_variant,
 )
 from torchstack.index.protocol import Index
 
@@ -42,7 +41,6 @@ CUDA_LIBS = cudamodules.MODES
 PROVIDER_MODULES = ("Python", "Python-bundle-PyPI", "SciPy-bundle", "networkx", "mpmath", "sympy",
                     "Jinja2", "PyYAML", "Pillow")
 ALWAYS = ("SciPy-bundle",)  # numpy interoperability, as upstream's -whl easyconfigs have it
-TRITON_PROJECTS = ("triton", "pytorch-triton-rocm", "pytorch-triton-xpu")
 _ABOUT = {
     "torch": ("PyTorch", "https://pytorch.org/",
               "PyTorch: tensors and dynamic neural networks in Python with strong GPU "
@@ -119,7 +117,7 @@ def generate(settings: Settings, indexes: Sequence[Index]) -> Generated:
             for stage in settings.stages:
                 _plan_stage(stage, variant_set, toolchain, settings, resolver, indexes, result)
     for location, why in resolver.unreachable.items():
-        variant = offered_variant(location)
+        variant = variants.offered_by(location)
         if settings.variants and variant is not None and variant not in settings.variants:
             result.report.append(f"index {location} did not answer ({why}); it offers only "
                                  f"{variant}, which was not asked for")
@@ -232,7 +230,7 @@ class _WheelSet:
         self.excluded = self._excluded()
 
     def plan(self) -> _Planned:
-        triton = next((c for c in self.set.companions if c.project in TRITON_PROJECTS), None)
+        triton = next((c for c in self.set.companions if variants.is_triton(c.project)), None)
         torch_deps: list[str] = []
         if triton is not None:
             triton_ec = self._easyconfig(triton, self._cuda_deps(False),
@@ -313,7 +311,7 @@ class _WheelSet:
         return list(seen.values())
 
     def _excluded(self) -> list[str]:
-        excluded = ["torch", *TRITON_PROJECTS]
+        excluded = ["torch", *variants.TRITON_PROJECTS]
         if self.cuda is not None and self.cuda.cuda_libs == "modules":
             excluded += [p.project for p in self._pins()] + [cudalibs.TOOLKIT]
         return excluded
@@ -374,7 +372,7 @@ def _is_system(dependency: toolchains.Dependency) -> bool:
 
 
 def _family(project: str) -> str:
-    return "triton" if project in TRITON_PROJECTS else canonicalize_name(project)
+    return "triton" if variants.is_triton(project) else canonicalize_name(project)
 
 
 def _cxx11_abi(release: Version, variant: str) -> bool:

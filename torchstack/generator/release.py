@@ -10,7 +10,6 @@ are chosen by their own Requires-Dist on torch, triton by torch's Requires-Dist 
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -22,7 +21,7 @@ from packaging.utils import (
 )
 from packaging.version import InvalidVersion, Version
 
-from torchstack import cudalibs
+from torchstack import cudalibs, markers, variants
 from torchstack.errors import TorchstackError
 from torchstack.generator._releasetypes import (
     ARCHITECTURES,
@@ -30,18 +29,16 @@ from torchstack.generator._releasetypes import (
     Resolved,
     Target,
     VariantSet,
-    parse_requirement,
 )
 from torchstack.index.protocol import Index, IndexFile, ProjectNotFoundError
 
-__all__ = ["ARCHITECTURES", "COMPANIONS", "ReleaseError", "Request", "Resolved",
-           "Resolver", "Target", "VariantSet", "newest_release", "offered_variant",
-           "validate_version", "variant_from_pins", "wheel_name_version"]
+__all__ = ["ARCHITECTURES", "COMPANIONS", "ReleaseError", "Request", "Resolved", "Resolver",
+           "Target", "VariantSet", "newest_release", "validate_version", "variant_from_pins",
+           "wheel_name_version"]
 
 log = logging.getLogger(__name__)
 
 COMPANIONS = ("torchvision", "torchaudio")
-_VARIANT = re.compile(r"^(cpu|cu\d{3}|rocm\d+(\.\d+)*|xpu)$")
 _CUDA_RUNTIME = ("nvidia-cuda-runtime", "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime-cu11",
                  cudalibs.TOOLKIT)
 
@@ -131,11 +128,11 @@ class Resolver:
     def unchecked(self, variant: str | None = None) -> list[str]:
         """Indexes that did not answer and could have offered `variant` (any, when None)."""
         return [location for location in self.unreachable
-                if variant is None or offered_variant(location) in (None, variant)]
+                if variant is None or variants.offered_by(location) in (None, variant)]
 
     def _unchecked_variants(self) -> list[tuple[str, str]]:
         return [(location, variant) for location in self.unreachable
-                if (variant := offered_variant(location)) is not None]
+                if (variant := variants.offered_by(location)) is not None]
 
     def _missing(self, variant: str | None, subject: str, what: str, offered: str = "") -> str:
         """'{subject}: no {what}', unless an index that did not answer might have had it."""
@@ -216,7 +213,7 @@ class Resolver:
 
     def _variant_of(self, index: Index, file: IndexFile, version: Version, target: Target) -> str:
         if version.local:
-            if not _VARIANT.fullmatch(version.local):
+            if variants.parse(version.local) is None:
                 raise ReleaseError(f"{file.filename!r}: unknown variant tag {version.local!r}")
             return version.local
         return variant_from_pins(self.requires_dist(index, file), target)
@@ -279,8 +276,7 @@ class Resolver:
     def _triton(self, torch: Resolved, index: Index, targets: list[Target],
                 notes: list[str]) -> Resolved | None:
         """The triton version torch's Requires-Dist names, from the first index that has it."""
-        pins = [r for t in targets for r in torch.requirements(t) if canonicalize_name(r.name)
-                in ("triton", "pytorch-triton-rocm", "pytorch-triton-xpu")]
+        pins = [r for t in targets for r in torch.requirements(t) if variants.is_triton(r.name)]
         if not pins:
             return None
         project = canonicalize_name(pins[0].name)
@@ -330,24 +326,16 @@ def newest_release(indexes: Sequence[Index]) -> str:
                        or f"no torch release on {', '.join(i.location for i in indexes)}")
 
 
-def offered_variant(location: str) -> str | None:
-    """The variant an index is dedicated to, from its URL's last segment (.../whl/cu128/);
-    None for an index that may offer any (PyPI, a site mirror)."""
-    last = location.rstrip("/").rsplit("/", 1)[-1]
-    return last if _VARIANT.fullmatch(last) else None
-
-
 def variant_from_pins(requires_dist: Iterable[str], target: Target) -> str:
     """cpu, or cuXYZ from the CUDA runtime pin (nvidia-cuda-runtime-cu12==12.8.90 -> cu128)."""
     for line in requires_dist:
-        requirement = parse_requirement(line, "torch")
+        requirement = markers.parse(line, "torch")
         if requirement is None or not target.applies(requirement):
             continue
         if canonicalize_name(requirement.name) in _CUDA_RUNTIME:
             exact = [s.version for s in requirement.specifier if s.operator in ("==", "~=")]
             if exact:
-                release = Version(exact[0]).release
-                return f"cu{release[0]}{release[1] if len(release) > 1 else 0}"
+                return variants.cuda_tag(Version(exact[0]))
     return "cpu"
 
 
@@ -380,7 +368,7 @@ def validate_version(text: str, what: str) -> Version:
 
 def _torch_specifier(requires_dist: Iterable[str], target: Target) -> SpecifierSet | None:
     for line in requires_dist:
-        requirement = parse_requirement(line, "companion")
+        requirement = markers.parse(line, "companion")
         if requirement is not None and canonicalize_name(requirement.name) == "torch" \
                 and target.applies(requirement):
             return requirement.specifier
