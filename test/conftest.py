@@ -23,6 +23,11 @@ REAL_WHEELS = {
     "torch-2.14.1": "torch==2.14.1",
     "torchvision-0.28.0": "torchvision==0.28.0",
     "torchvision-0.29.1": "torchvision==0.29.1",
+    # consumers beyond the companions, from PyPI: stable C shims (all four on x86_64)
+    "torchaudio-2.11.1": "torchaudio==2.11.1",
+    "torchcodec-0.17.0": "torchcodec==0.17.0",
+    "xformers-0.0.35": "xformers==0.0.35",
+    "torchao-0.18.0": "torchao==0.18.0",
 }
 
 

@@ -80,13 +80,30 @@ def read_dist_info_metadata(read: Reader, size: int, tail: bytes, project: str, 
                             max_directory: int = MAX_DIRECTORY) -> bytes:
     """The uncompressed `*.dist-info/METADATA` of the wheel of `project` (tail: its last bytes),
     at most `limit` bytes of it, from a central directory of at most `max_directory` bytes."""
+    ranges, entries = open_directory(read, size, tail, max_directory=max_directory)
+    return read_member(ranges, _choose_metadata(entries, project), limit)
+
+
+def open_directory(read: Reader, size: int, tail: bytes, *,
+                   max_directory: int = MAX_DIRECTORY) -> tuple[_Ranges, list[Member]]:
+    """The reads of a zip file (tail: its last bytes) and its central directory's entries."""
     ranges = _Ranges(read, size, tail)
     offset, length = central_directory(ranges)
     if length > max_directory:
         raise ZipDirectoryError(f"a central directory of {length} bytes, over the limit of "
                                 f"{size_text(max_directory)} for a wheel's zip directory")
-    member = _choose_metadata(list(members(ranges.read(offset, length))), project)
-    return read_member(ranges, member, limit)
+    return ranges, list(members(ranges.read(offset, length)))
+
+
+def packed_start(ranges: _Ranges, member: Member) -> int:
+    """Where a member's packed data begins: after its local header, name and extra field."""
+    header = ranges.read(member.header_offset, _LOCAL.size)
+    fields = _LOCAL.unpack(header)
+    if fields[0] != b"PK\x03\x04":
+        raise ZipDirectoryError(f"no local header of {member.name!r} at {member.header_offset}")
+    name_length: int = fields[10]
+    extra_length: int = fields[11]
+    return member.header_offset + _LOCAL.size + name_length + extra_length
 
 
 def file_dist_info_metadata(path: Path, project: str, *, limit: int = MAX_METADATA) -> bytes:

@@ -228,6 +228,14 @@ class SimpleIndex:
 
     def _remote_metadata(self, url: str, project: str) -> bytes:
         """METADATA through range reads: the tail, the central directory, the member."""
+        read, size, tail = self.ranges(url)
+        return _zipdir.read_dist_info_metadata(read, size, tail, project,
+                                               limit=self.max_metadata)
+
+    def ranges(self, url: str) -> tuple[_zipdir.Reader, int, bytes]:
+        """Range reads of a remote file: a reader of (offset, length), the file's size and its
+        last `_zipdir.TAIL` bytes (fetched now). RangeRequestError when the server does not
+        answer ranges with 206 and Content-Range."""
 
         def ranged(spec: str) -> tuple[bytes, int, int]:
             return self._retrying(url, lambda: self._range(url, spec))
@@ -242,8 +250,7 @@ class SimpleIndex:
         if first + len(tail) != size:
             raise RangeRequestError(f"{url} answered a suffix range with bytes "
                                     f"{first}-{first + len(tail) - 1} of {size}")
-        return _zipdir.read_dist_info_metadata(read, size, tail, project,
-                                               limit=self.max_metadata)
+        return read, size, tail
 
     # -- HTTP -----------------------------------------------------------------------------
 
