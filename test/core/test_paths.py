@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.mark.parametrize(
     ("command", "expected"),
-    [("easyblocks-path", REPO / "easyblocks"), ("hooks-path", REPO / "torchstack")],
+    [("easyblocks-path", REPO / "easyblocks"), ("hooks-path", REPO / "torchstack" / "install")],
     ids=["easyblocks", "hooks"],
 )
 def test_paths_in_checkout(
@@ -47,6 +47,6 @@ def test_paths_after_non_editable_install(tmp_path: Path) -> None:
     easyblocks = run("easyblocks-path")
     assert easyblocks == target / "torchstack" / "easyblocks"
     assert (easyblocks / "README.rst").is_file()
-    assert run("hooks-path") == target / "torchstack" / "easybuild_hooks.py"
+    assert run("hooks-path") == target / "torchstack" / "install" / "hooks.py"
     assert (run("hooks-path")).is_file()
     assert (target / "torchstack" / "templates" / "README.rst").is_file()
