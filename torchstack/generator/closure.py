@@ -17,7 +17,6 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from torchstack.generator.release import Resolved, Resolver, Target
-from torchstack.index.protocol import Index
 
 log = logging.getLogger(__name__)
 
@@ -62,9 +61,10 @@ class _Walk:
 
 def close(
     roots: Iterable[Requirement], targets: Sequence[Target], providers: Sequence[Provider],
-    resolver: Resolver, indexes: Sequence[Index], exclude: Iterable[str] = (),
+    resolver: Resolver, exclude: Iterable[str] = (),
 ) -> Closure:
-    """Split `roots` (and what their extension wheels require) into modules and wheels.
+    """Split `roots` (and what their extension wheels require) into modules and wheels,
+    found on the resolver's indexes, the first that has a fitting version winning.
 
     `exclude` names projects handled elsewhere (torch itself, triton in its own module,
     CUDA libraries that modules provide).
@@ -82,7 +82,7 @@ def close(
             if provider.module not in walk.modules:
                 walk.modules.append(provider.module)
             continue
-        resolved = _extension(requirement, wanted_by, walk, targets, resolver, indexes)
+        resolved = _extension(requirement, wanted_by, walk, targets, resolver)
         if resolved is not None:
             pending.extend((r, name) for r in _needs(resolved, targets, requirement.extras))
     order = {module: i for i, module in enumerate(p.module for p in providers)}
@@ -93,8 +93,7 @@ def close(
 
 
 def _extension(requirement: Requirement, wanted_by: str, walk: _Walk,
-               targets: Sequence[Target], resolver: Resolver,
-               indexes: Sequence[Index]) -> Resolved | None:
+               targets: Sequence[Target], resolver: Resolver) -> Resolved | None:
     name = canonicalize_name(requirement.name)
     if name in walk.chosen:
         have = Version(walk.chosen[name].version)
@@ -104,7 +103,7 @@ def _extension(requirement: Requirement, wanted_by: str, walk: _Walk,
         if requirement.extras:  # extras add requirements of a wheel already chosen
             return walk.chosen[name]
         return None
-    for index in indexes:
+    for index in resolver.indexes:
         for version, wheels in resolver.versions(index, name, list(targets), None, False):
             if requirement.specifier.contains(version, prereleases=True):
                 file = next(iter(wheels.values()))

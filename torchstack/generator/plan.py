@@ -115,7 +115,7 @@ def generate(settings: Settings, indexes: Sequence[Index]) -> Generated:
             continue
         for variant_set in sets:
             for stage in settings.stages:
-                _plan_stage(stage, variant_set, toolchain, settings, resolver, indexes, result)
+                _plan_stage(stage, variant_set, toolchain, settings, resolver, result)
     for location, why in resolver.unreachable.items():
         variant = variants.offered_by(location)
         if settings.variants and variant is not None and variant not in settings.variants:
@@ -175,14 +175,13 @@ def _check(settings: Settings) -> None:
 
 
 def _plan_stage(stage: str, variant_set: VariantSet, toolchain: toolchains.Toolchain,
-                settings: Settings, resolver: Resolver, indexes: Sequence[Index],
-                result: Generated) -> None:
+                settings: Settings, resolver: Resolver, result: Generated) -> None:
     label = f"{toolchain.name}/{toolchain.version} {variant_set.variant}"
     if stage == "source":
         _plan_source(variant_set, toolchain, label, result)
         return
     try:
-        planned = _WheelSet(variant_set, toolchain, settings, resolver, indexes).plan()
+        planned = _WheelSet(variant_set, toolchain, settings, resolver).plan()
     except TorchstackError as exc:
         result.report.append(f"skipped {label}: {exc}")
         return
@@ -215,12 +214,11 @@ class _WheelSet:
     """The -whl easyconfigs of one variant set for one toolchain."""
 
     def __init__(self, variant_set: VariantSet, toolchain: toolchains.Toolchain,
-                 settings: Settings, resolver: Resolver, indexes: Sequence[Index]) -> None:
+                 settings: Settings, resolver: Resolver) -> None:
         self.set = variant_set
         self.toolchain = toolchain
         self.settings = settings
         self.resolver = resolver
-        self.indexes = indexes
         self.targets = [Target(variant_set.python, arch, settings.glibc)
                         for arch in variant_set.architectures]
         self.out = _Planned()
@@ -257,7 +255,7 @@ class _WheelSet:
         module, homepage, description = _ABOUT[_family(resolved.project)]
         providers = self._providers_of(toolchain)
         found = closure.close(self._requirements(resolved), self.targets, providers,
-                              self.resolver, self.indexes, self.excluded)
+                              self.resolver, self.excluded)
         if found.unmet:  # the module would fail `pip check` at install: not written at all
             raise GenerateError("; ".join(found.unmet))
         self.out.notes.extend(found.notes)
@@ -294,7 +292,7 @@ class _WheelSet:
         if not self.settings.allow_download_hash:
             raise GenerateError(f"{resolved.wheels[missing[0]].filename!r}: {resolved.index} "
                                 f"gives no sha256 (use --allow-download-hash to download it)")
-        index = next(i for i in self.indexes if i.location == resolved.index)
+        index = next(i for i in self.resolver.indexes if i.location == resolved.index)
         wheels = dict(resolved.wheels)
         for arch in missing:
             file = wheels[arch]
