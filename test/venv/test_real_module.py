@@ -27,8 +27,11 @@ pytestmark = pytest.mark.slow
 
 PYTORCH = "PyTorch/2.13.0-whl"
 PYTHON = f"Python/{PYTHON_VERSION}"
-_PIP_VARIABLES = ("PIP_CONFIG_FILE", "PIP_CONSTRAINT", "PIP_FIND_LINKS", "PIP_INDEX_URL",
-                  "PIP_EXTRA_INDEX_URL", "PIP_NO_INDEX", "XDG_CONFIG_HOME", "UV_CONSTRAINT")
+_INSTALLER_VARIABLES = (
+    "PIP_CONFIG_FILE", "PIP_CONSTRAINT", "PIP_FIND_LINKS", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL",
+    "PIP_NO_INDEX", "XDG_CONFIG_HOME", "UV_CONSTRAINT", "UV_EXCLUDE", "UV_CONFIG_FILE",
+    "UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_DEFAULT_INDEX", "UV_INDEX", "UV_FIND_LINKS",
+    "UV_CACHE_DIR")
 
 
 @dataclass(frozen=True)
@@ -41,7 +44,7 @@ class Stand:
 
     def shell(self, script: str, *, load: str = PYTORCH) -> tuple[int, str, str]:
         """Run `script` after `module load`; its exit code, stdout and stderr (Lmod's apart)."""
-        unset = " ".join(_PIP_VARIABLES)
+        unset = " ".join(_INSTALLER_VARIABLES)
         loading = f"module load {load}\n" if load else ""
         full = (f"export HOME={shlex.quote(str(self.home))}\nunset {unset}\n{loading}"
                 f"set +e\n{script}\necho \"rc=$?\"")
@@ -60,6 +63,12 @@ class Stand:
         return self.shell(f"{environ}{venv}/bin/pip install --disable-pip-version-check "
                           f"--no-cache-dir --index-url {self.index.index_url} {words}")
 
+    def uv(self, venv: Path, *args: str) -> tuple[int, str, str]:
+        """`uv pip install ARGS` into the venv, from the local index only."""
+        words = " ".join(shlex.quote(a) for a in args)
+        return self.shell(f"{sys.executable} -m uv pip install --python {venv}/bin/python "
+                          f"--index-url {self.index.index_url} {words}")
+
     def make(self, venv: Path) -> str:
         code, out, err = self.torchstack("venv", str(venv))
         assert code == 0, err
@@ -75,6 +84,8 @@ def stand(eb_env: EasyBuildEnv, pytorch_cpu_module: str, toy_wheel: Path,
         build_wheel(wheels, "torchpin", "1.0", {"torchpin/__init__.py": b"import torch\n"},
                     requires=("torch==2.14.1",)),
         build_wheel(wheels, "purepkg", "1.0", {"purepkg/__init__.py": b"NAME = 'purepkg'\n"}),
+        build_wheel(wheels, "torchneed", "1.0", {"torchneed/__init__.py": b"import torch\n"},
+                    requires=("torch>=2.0",)),
         build_wheel(wheels, "torch", "2.14.1", {
             "torch/__init__.py": b"__version__ = '2.14.1'\n",
             "torch/version.py": b"__version__ = '2.14.1'\ncuda = None\nhip = None\n"}),
@@ -166,6 +177,32 @@ class TestPip:
                                  "print(purepkg.NAME, torch.__version__)")
         assert code == 0, err
         assert out.split() == ["purepkg", "2.13.0+cpu"]
+
+
+class TestUv:
+    """uv does not see the modules' packages (it reads no system site-packages)."""
+
+    @pytest.mark.parametrize("option", [
+        pytest.param(("--constraints", "torchstack-constraints.txt"), id="constraints-file"),
+        pytest.param(("--config-file", "uv.toml"), id="uv-toml"),
+    ])
+    def test_constraints_refuse_another_torch(self, stand: Stand, venv: Path,
+                                              option: tuple[str, str]) -> None:
+        code, _, err = stand.uv(venv, option[0], str(venv / option[1]), "torchpin")
+        assert code == 1
+        assert ("Because all versions of torchpin depend on torch==2.14.1 and "
+                "torch==2.13.0+cpu") in err
+        assert not (venv / SITE / "torch").exists()
+
+    def test_excludes_install_no_copy_of_the_modules_packages(self, stand: Stand,
+                                                              venv: Path) -> None:
+        code, _, err = stand.uv(venv, "--excludes", str(venv / "torchstack-excludes.txt"),
+                                "torchneed")
+        assert code == 0, err
+        assert (venv / SITE / "torchneed").is_dir()
+        assert not (venv / SITE / "torch").exists()
+        code, out, err = _python(stand, venv, "import torchneed, torch; print(torch.__version__)")
+        assert (code, out.strip()) == (0, "2.13.0+cpu"), err
 
 
 class TestTorchrun:

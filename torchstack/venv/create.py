@@ -28,13 +28,14 @@ from torchstack.venv import VenvError, activate
 from torchstack.venv.pins import (
     Pin,
     constraints_text,
+    excludes_text,
     module_distributions,
     module_pins,
     modules_of,
     pip_conf_text,
     uv_toml_text,
 )
-from torchstack.venv.record import CONSTRAINTS, PIP_CONF, RECORD, UV_TOML, VenvRecord
+from torchstack.venv.record import CONSTRAINTS, EXCLUDES, PIP_CONF, RECORD, UV_TOML, VenvRecord
 from torchstack.venv.scripts import console_scripts
 
 log = logging.getLogger(__name__)
@@ -174,6 +175,7 @@ def _add_files(plan: Plan) -> list[str]:
     _write(target / CONSTRAINTS, constraints_text(list(plan.pins), target, modules))
     _write(target / PIP_CONF, pip_conf_text(target / CONSTRAINTS))
     _write(target / UV_TOML, uv_toml_text(list(plan.pins)))
+    _write(target / EXCLUDES, excludes_text(list(plan.pins)))
     _write(target / RECORD, json.dumps(plan.record().to_json(), indent=2) + "\n")
     for path, text in activate.install(plan.bin_dir, target, modules).items():
         _write(path, text)

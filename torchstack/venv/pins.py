@@ -68,8 +68,8 @@ def modules_of(pins: list[Pin], loaded: list[str]) -> list[str]:
 def constraints_text(pins: list[Pin], venv: Path, modules: list[str]) -> str:
     lines = [f"# pip constraints of the venv {venv}, made by torchstack on the modules",
              f"# {' '.join(modules) or '(none named)'}: every distribution they provide.",
-             f"# pip reads this file through {venv / 'pip.conf'}; with uv, pass it as",
-             "# uv pip install --constraints (or $UV_CONSTRAINT).", ""]
+             f"# pip reads this file through {venv / 'pip.conf'}; uv takes it as",
+             "# uv pip install --constraints FILE (or $UV_CONSTRAINT=FILE).", ""]
     width = max((len(p.line) for p in pins), default=0)
     for pin in pins:
         lines.append(f"{pin.line:<{width}}  # {_whence(pin)}")
@@ -87,8 +87,15 @@ def pip_conf_text(constraints: Path) -> str:
 
 
 def uv_toml_text(pins: list[Pin]) -> str:
-    """uv reads no venv configuration: `uv pip install --config-file $VIRTUAL_ENV/uv.toml`."""
+    """The pins as uv configuration: `uv pip install --config-file $VIRTUAL_ENV/uv.toml`."""
     quoted = ",\n".join(f'    "{p.line}"' for p in pins)
-    return ("# torchstack: the pins of torchstack-constraints.txt for uv; uv does not see the\n"
-            "# modules' packages, so pass this file with --config-file (see the README).\n"
-            f"[pip]\nconstraint-dependencies = [\n{quoted}\n]\n")
+    return ("# torchstack: the pins of torchstack-constraints.txt for uv, which reads no\n"
+            "# configuration from a venv: pass this file with --config-file.\n"
+            f"constraint-dependencies = [\n{quoted}\n]\n")
+
+
+def excludes_text(pins: list[Pin]) -> str:
+    """The pinned names for `uv pip install --excludes`: uv does not see the modules'
+    packages, so it would install a copy of any it needs; excluded, it installs none."""
+    return ("# torchstack: what the loaded modules provide; uv pip install --excludes this file\n"
+            + "".join(f"{p.name}\n" for p in pins))

@@ -20,6 +20,7 @@ RECORD = "torchstack-venv.json"
 CONSTRAINTS = "torchstack-constraints.txt"
 PIP_CONF = "pip.conf"
 UV_TOML = "uv.toml"
+EXCLUDES = "torchstack-excludes.txt"
 SCHEMA = 1
 
 
