@@ -181,17 +181,16 @@ def _step(scan: Scan, outcome: SwapOutcome, new: InstalledModule, from_recipe: R
           to_recipe: Recipe, ending: str | None, read_recipe: ReadRecipe) -> Step:
     consumer = scan.get(outcome.module)
     assert consumer is not None and consumer.fingerprint is not None  # from plan_swap
-    verdict = outcome.verdict
     try:
         recipe: Recipe | None = read_recipe(consumer.software)
     except RecipeError as exc:
         recipe, why = None, str(exc)
-    wanted = suffix = None
+    suffix = wanted = None
     if recipe is not None:
         suffix = derive_suffix(recipe.versionsuffix, from_recipe.versionsuffix,
                                to_recipe.versionsuffix, ending)
-        if suffix is not None:
-            wanted = target_module(consumer.name, recipe.versionsuffix, suffix)
+        wanted = target_module(consumer.name, recipe.versionsuffix, suffix) \
+            if suffix is not None else None
     found = _safe_installation(scan, consumer, new, wanted)
     if found is not None:
         module, tag = found
@@ -199,16 +198,24 @@ def _step(scan: Scan, outcome: SwapOutcome, new: InstalledModule, from_recipe: R
         return Step(consumer.name, "installed", f"{module} runs on {new.name} (recorded {tag})",
                     module, on_target=on)
     if recipe is None:
-        return Step(consumer.name, "blocked", f"{why}; on {new.name}: {verdict.line()}")
-    if suffix is None or wanted is None:
+        return Step(consumer.name, "blocked", f"{why}; on {new.name}: {outcome.verdict.line()}")
+    return _to_build(consumer, outcome.verdict, recipe, suffix)
+
+
+def _to_build(consumer: InstalledModule, verdict: compat.Verdict, recipe: Recipe,
+              suffix: str | None) -> Step:
+    """Rebuild or reinstall from the consumer's own easyconfig, or why that cannot work."""
+    if suffix is None:
         return Step(consumer.name, "blocked",
                     f"its version suffix {recipe.versionsuffix!r} does not tell the wheel and "
                     f"source builds apart: give one with --suffix", recipe=recipe)
+    wanted = target_module(consumer.name, recipe.versionsuffix, suffix)
     if not verdict.compatible and recipe.prebuilt:
+        tag = consumer.fingerprint.abi_tag if consumer.fingerprint else "another torch"
         return Step(consumer.name, "blocked",
                     f"{verdict.line()}; its easyconfig installs prebuilt wheels, which stay "
-                    f"built against {consumer.fingerprint.abi_tag}: build {wanted} from "
-                    f"source with an easyconfig of the site's own", wanted, recipe)
+                    f"built against {tag}: build {wanted} from source with an easyconfig of "
+                    f"the site's own", wanted, recipe)
     on = Dependency(recipe.version, suffix)
     if not verdict.compatible:
         return Step(consumer.name, "rebuild", verdict.line(), wanted, recipe, suffix, on)
