@@ -20,6 +20,11 @@ the four PyTorch variant indexes as sites meet them when download.pytorch.org ca
 reached (two host names that do not resolve, two loopback ports that refuse). Anchor: the run
 without them; target: at most 1.5x its wall time.
 
+Consumers: the real consumer wheels of this machine's pip configuration (torchvision 0.28.0,
+cxx; torchvision 0.29.1, torchaudio, torchcodec, xformers, torchao, stable) served on
+127.0.0.1, each classified before install from range reads (torchstack.index.wheelelf): the
+bytes the server sent for the wheel against its size, and the predicted class.
+
 Usage: python3 bench/generate.py [--rounds N] [--json]
 """
 
@@ -41,11 +46,13 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test"))
 from _common import log, positive
+from conftest import REAL_WHEELS, download_wheel
 from indexserver import IndexServer
 from wheelbuild import build_sparse_wheel
 
 from torchstack.cli import main
-from torchstack.index import catalog
+from torchstack.index import catalog, wheelelf
+from torchstack.index.simple import SimpleIndex
 
 RELEASE = "2.9.1"
 TOOLCHAINS = ("foss/2025a", "gfbf/2025a")
@@ -54,6 +61,8 @@ TARGET_RATIO, TARGET_SECONDS, TARGET_DEAD = 1000.0, 10.0, 1.5
 # A real torch wheel's zip directory lists about 10,000 files: reading it by range requests
 # costs about a megabyte (measured on torch 2.14.1: 1.24 MB), which the sparse wheels repeat.
 TORCH_MEMBERS = 10_000
+CONSUMERS = ("torchvision-0.28.0", "torchvision-0.29.1", "torchaudio-2.11.1",
+             "torchcodec-0.17.0", "xformers-0.0.35", "torchao-0.18.0")
 
 
 def build_index(folder: Path) -> tuple[list[Path], dict[str, int]]:
@@ -125,6 +134,26 @@ def set_bytes(out: Path, sizes: dict[str, int]) -> tuple[int, int]:
     return sum(sizes[name] for name in named), len(named)
 
 
+def consumer_figures() -> list[dict[str, Any]]:
+    """Each real consumer wheel classified from range reads: bytes sent against its size."""
+    wheels = [download_wheel(REAL_WHEELS[key]) for key in CONSUMERS]
+    rows = []
+    with IndexServer(wheels) as server:
+        index = SimpleIndex(server.index_url)
+        for wheel in wheels:
+            (file,) = [f for f in index.files(wheel.name.split("-")[0])
+                       if f.filename == wheel.name]
+            path = server.file_path(wheel.name)
+            read, size, tail = index.ranges(file.url)
+            prediction = wheelelf.predict(read, size, tail, file.url)
+            sent = sum(hit.sent for hit in server.hits_of(path))
+            rows.append({"wheel": wheel.name, "wheel_bytes": size, "bytes_read": sent,
+                         "percent": round(100 * sent / size, 2),
+                         "objects": len(prediction.objects),
+                         "class": prediction.summary(wheel.name)})
+    return rows
+
+
 def main_bench(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=positive, default=5)
@@ -140,6 +169,8 @@ def main_bench(argv: list[str] | None = None) -> int:
             runs.append(run_once(wheels, out))
         upstream, count = set_bytes(out, sizes)
         easyconfigs = len(list(out.glob("*.eb")))
+    log("classifying the real consumer wheels by range reads...")
+    consumers = consumer_figures()
     seconds = statistics.median(r[0] for r in runs)
     dead_seconds = statistics.median(r[0] for r in dead_runs)
     transferred = statistics.median(r[1] for r in runs)
@@ -153,6 +184,7 @@ def main_bench(argv: list[str] | None = None) -> int:
         "seconds_dead_indexes_median": round(dead_seconds, 3),
         "dead_ratio": round(dead_seconds / seconds, 2),
         "target_dead_met": dead_seconds / seconds <= TARGET_DEAD,
+        "consumers": consumers,
     }
     print(json.dumps(figures) if args.json else _table(figures))
     return 0
@@ -172,6 +204,9 @@ def _table(f: dict[str, Any]) -> str:
         f"  with 4 dead variant indexes {f['seconds_dead_indexes_median']:6.2f} s   "
         f"{f['dead_ratio']:.2f}x the run without   target <= {TARGET_DEAD}x: "
         f"{'met' if f['target_dead_met'] else 'NOT met'}",
+        "  consumers classified before install (bytes sent / wheel size):",
+        *(f"    {c['bytes_read']:>10,} / {c['wheel_bytes']:>11,} = {c['percent']:5.2f}%  "
+          f"{c['class']}" for c in f["consumers"]),
     ])
 
 

@@ -293,7 +293,7 @@ def _consumer_torch(
     if cuda is None and cuda_major is not None:
         cuda = str(cuda_major)
     return TorchFacts(
-        release=built_against_release(specifier, link) or _shim_floor(link, evidence),
+        release=_stable_floor(built_against_release(specifier, link), link, evidence),
         local=local,
         cxx11_abi=evidence.cxx11_abi() if link == "cxx" else None,
         cuda=cuda,
@@ -318,9 +318,14 @@ def built_against_release(specifier: str, link: Link) -> str | None:
     return None
 
 
-def _shim_floor(link: Link, evidence: LinkEvidence) -> str | None:
-    """A stable consumer whose metadata names no torch: the release its shims need."""
-    return evidence.minimum_torch() if link == "stable" else None
+def _stable_floor(release: str | None, link: Link, evidence: LinkEvidence) -> str | None:
+    """A stable consumer needs a torch with every C shim it imports: the release its
+    requirement names, raised to the release that introduced its newest shim."""
+    floor = evidence.minimum_torch() if link == "stable" else None
+    if floor is None or (release is not None and Version(release) >= Version(floor)):
+        return release
+    log.debug("C shims need torch %s, more than the requirement's %s", floor, release)
+    return floor
 
 
 def _consumer_variant(dist: Distribution) -> str | None:

@@ -28,7 +28,9 @@ pytest_plugins = ["synthetic"]
 REAL_CONSUMERS = {
     "torchvision-0.28.0": ("cxx", "torch-2.13.0-cxx11-cu13"),
     "torchvision-0.29.1": ("stable", "torch-2.14.0-stable-cu13"),
-    "torchaudio-2.11.1": ("stable", "torch-2.11-stable-cu13"),
+    # Requires-Dist says torch>=2.11, but libtorchaudio.so imports torch_exception_get_what and
+    # torch_new_stable_ivalue, which pytorch's shim manifest dates to 2.13.0: the floor rises
+    "torchaudio-2.11.1": ("stable", "torch-2.13.0-stable-cu13"),
     # no torch in its Requires-Dist: the release comes from its C shims (torch-abi-audit's data)
     "torchcodec-0.17.0": ("stable", "torch-2.11.0-stable-cu13"),
     "xformers-0.0.35": ("stable", "torch-2.10-stable-cu12"),
@@ -106,10 +108,17 @@ class TestRealWheels:
     @pytest.mark.parametrize("key, line", [
         pytest.param("torchvision-0.28.0",
                      "torchvision 0.28.0: cxx, needs torch-2.13.0-cxx11-cu13 exactly", id="cxx"),
-        pytest.param("torchvision-0.29.1", "torchvision 0.29.1: stable, torch>=2.14.0 (cu13), "
-                     "its C shims need torch>=2.13.0", id="stable-metadata-above-shims"),
-        pytest.param("torchcodec-0.17.0", "torchcodec 0.17.0: stable, torch>=2.11.0 (cu13)",
+        pytest.param("torchvision-0.29.1", "torchvision 0.29.1: stable, torch>=2.14.0 (cu13) "
+                     "[Requires-Dist torch>=2.14.0; its C shims need torch>=2.13.0]",
+                     id="stable-metadata-above-shims"),
+        pytest.param("torchaudio-2.11.1", "torchaudio 2.11.1: stable, torch>=2.13.0 (cu13) "
+                     "[Requires-Dist torch>=2.11; its C shims need torch>=2.13.0]",
+                     id="stable-shims-above-metadata"),
+        pytest.param("torchcodec-0.17.0", "torchcodec 0.17.0: stable, torch>=2.11.0 (cu13) "
+                     "[no torch in Requires-Dist; its C shims need torch>=2.11.0]",
                      id="stable-no-requirement"),
+        pytest.param("xformers-0.0.35", "xformers 0.0.35: stable, torch>=2.10 (cu12)",
+                     id="stable-both-agree"),
     ])
     def test_summary(self, real_consumers: dict[str, Path], key: str, line: str) -> None:
         prediction = wheelelf.predict_file(real_consumers[key])

@@ -27,10 +27,12 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from packaging.version import Version
+
 from torchstack import elf, linkclass
 from torchstack.distributions import Distribution, normalize_name, parse_headers
 from torchstack.errors import TorchstackError
-from torchstack.fingerprint import Fingerprint, consumer_fingerprint
+from torchstack.fingerprint import Fingerprint, built_against_release, consumer_fingerprint
 from torchstack.index import _zipdir
 from torchstack.index._http import size_text
 
@@ -79,6 +81,16 @@ class Prediction:
     def unread(self) -> list[ObjectRead]:
         return [o for o in self.objects if o.how == "beyond"]
 
+    def _sources(self, fingerprint: Fingerprint) -> str:
+        """Where the release floor of a stable consumer comes from, when they differ."""
+        required = built_against_release(fingerprint.requires_torch or "", "stable")
+        if self.shim_floor is None or (required is not None
+                                       and Version(required) == Version(self.shim_floor)):
+            return ""
+        said = f"Requires-Dist torch{fingerprint.requires_torch}" if required else \
+            "no torch in Requires-Dist"
+        return f" [{said}; its C shims need torch>={self.shim_floor}]"
+
     def summary(self, label: str) -> str:
         """One report line: `xformers 0.0.35: stable, torch>=2.10 (cu12)` and the like."""
         fingerprint = self.fingerprint
@@ -90,8 +102,7 @@ class Prediction:
         elif fingerprint.link == "stable":
             flavour = fingerprint.abi_tag.rsplit("-", 1)[-1]
             text = f"{head}, torch>={fingerprint.torch.release or '?'} ({flavour})"
-            if self.shim_floor and self.shim_floor != fingerprint.torch.release:
-                text += f", its C shims need torch>={self.shim_floor}"
+            text += self._sources(fingerprint)
         else:
             text = f"{head}, torch{fingerprint.requires_torch or ' (any release)'}"
         if self.unread:
