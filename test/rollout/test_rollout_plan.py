@@ -209,6 +209,25 @@ class TestCli:
         assert code == 2 and err.startswith(PREFIX) and fragment in err
         assert err.count("\n") == 1
 
+    def test_damaged_easyconfig(self, installpath: Path,
+                                capsys: pytest.CaptureFixture[str]) -> None:
+        """A consumer's: that consumer is blocked; FROM's: the plan is refused in one line."""
+        (installpath / "software" / "fakeops" / "1.0-whl" / "easybuild"
+         / "fakeops-1.0-whl.eb").write_text("name = 'fakeops\n")
+        assert _step(installpath, OPS).reason.startswith("EasyBuild cannot read")
+        (installpath / "software" / "PyTorch" / "2.6.0-whl" / "easybuild"
+         / "PyTorch-2.6.0-whl.eb").write_text("dependencies = [\n")
+        code, _, err = run(["rollout", "plan", str(installpath), WHEEL, SOURCE], capsys)
+        assert code == 2 and err.startswith(f"{PREFIX}{WHEEL}: EasyBuild cannot read")
+        assert err.count("\n") == 1
+
+    def test_out_is_a_file(self, installpath: Path, tmp_path: Path,
+                           capsys: pytest.CaptureFixture[str]) -> None:
+        (tmp_path / "file").write_text("")
+        code, _, err = run(["rollout", "plan", str(installpath), WHEEL, SOURCE,
+                            "--out", str(tmp_path / "file")], capsys)
+        assert code == 2 and err.startswith(PREFIX) and "not a folder" in err
+
     def test_other_release_refused(self, installpath: Path,
                                    capsys: pytest.CaptureFixture[str]) -> None:
         torch = TorchFacts("2.7.0", "cpu", True, None, None)
