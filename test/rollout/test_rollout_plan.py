@@ -18,7 +18,13 @@ from torchstack.fingerprint import Fingerprint, Link, TorchFacts, abi_tag
 from torchstack.guards.record import write_fingerprint
 from torchstack.guards.scan import scan_installpath
 from torchstack.rollout.defaults import Default, write_defaults
-from torchstack.rollout.plan import Step, derive_suffix, plan_rollout, target_module
+from torchstack.rollout.plan import (
+    Step,
+    derive_suffix,
+    plan_rollout,
+    same_version,
+    target_module,
+)
 
 PREFIX = "torchstack: error: "
 WHEEL, SOURCE = "PyTorch/2.6.0-whl", "PyTorch/2.6.0"
@@ -127,6 +133,18 @@ class TestDeriveSuffix:
     def test_target_module(self) -> None:
         assert target_module("fakeops/1.0-foss-2024a-whl", "-whl", "") == "fakeops/1.0-foss-2024a"
         assert target_module("fakeops/1.0", "", "-src") == "fakeops/1.0-src"
+
+
+class TestSameVersion:
+    @pytest.mark.parametrize(("left", "right", "expected"), [
+        ("0.21.0+cpu", "0.21.0", True),  # a wheel's local tag
+        ("0.21.0+cpu", "0.21.0a0+git1234", True),  # a source build's version
+        ("0.21.0", "0.21.1", False),
+        ("not a version", "not a version", True),
+        ("not a version", "0.21.0", False),
+    ], ids=["local", "source-build", "other", "invalid-same", "invalid-other"])
+    def test_same_version(self, left: str, right: str, expected: bool) -> None:
+        assert same_version(left, right) is expected
 
 
 class TestPlan:

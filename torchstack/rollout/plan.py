@@ -236,7 +236,7 @@ def _safe_installation(scan: Scan, consumer: InstalledModule, provider: Installe
         found = module.fingerprint
         if (found is None or module.source != "recorded" or not module.is_consumer
                 or module.runs_on != provider.name or consumer.fingerprint is None
-                or found.version != consumer.fingerprint.version):
+                or not same_version(found.version, consumer.fingerprint.version)):
             log.debug("%s: %s is no recorded installation on %s", consumer.name, module.name,
                       provider.name)
             continue
@@ -246,6 +246,15 @@ def _safe_installation(scan: Scan, consumer: InstalledModule, provider: Installe
         if verdict.compatible:
             return module.name, found.abi_tag
     return None
+
+
+def same_version(left: str, right: str) -> bool:
+    """One release of a package, local tags and pre-release marks of source builds aside
+    (a wheel's 0.21.0+cpu is a source build's 0.21.0 or 0.21.0a0+git1234)."""
+    try:
+        return Version(left).base_version == Version(right).base_version
+    except InvalidVersion:
+        return left == right
 
 
 def _dependency_on(scan: Scan, module: str, recipe: Recipe | None, suffix: str | None,
