@@ -31,6 +31,21 @@ REAL_WHEELS = {
 }
 
 
+# What makes a test `slow`: the real eb and Lmod (eb_env), the real torch wheels (real_wheel,
+# through real_tree too), torch 2.14.1 with its nvidia wheels (cuda_stack), the Slurm cluster,
+# and module trees run through the real Lmod (a test module that holds LMOD_INIT, the init
+# script every Lmod run sources). Marked by what a test uses, directly or through other
+# fixtures, rather than by hand, so that no such test is forgotten.
+SLOW_FIXTURES = frozenset({"eb_env", "real_wheel", "cuda_stack", "slurm_cluster"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        drives_lmod = hasattr(getattr(item, "module", None), "LMOD_INIT")
+        if drives_lmod or SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 def cache_dir() -> Path:
     root = os.environ.get("TORCHSTACK_CACHE") or os.path.expanduser("~/.cache/torchstack")
     path = Path(root)
