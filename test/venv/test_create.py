@@ -8,6 +8,10 @@ from pathlib import Path
 import pytest
 
 from torchstack.cli import main
+from torchstack.doctor.interpreter import Interpreter
+from torchstack.fingerprint import Fingerprint
+from torchstack.venv import VenvError
+from torchstack.venv.create import Plan, create
 
 _MODULE_VARIABLES = ("PYTHONPATH", "EBPYTHONPREFIXES", "LOADEDMODULES")
 
@@ -46,3 +50,25 @@ class TestRefusals:
         assert main(["venv", str(tmp_path / "v"), "--python", "/bin/false"]) == 2
         assert capsys.readouterr().err.startswith(
             "torchstack: error: '/bin/false' is not a working Python interpreter")
+
+
+class TestFailure:
+    @pytest.mark.parametrize("existed", [
+        pytest.param(False, id="absent"),
+        pytest.param(True, id="empty-folder"),
+    ])
+    def test_failed_venv_leaves_dir_as_it_was(self, tmp_path: Path, existed: bool) -> None:
+        target = tmp_path / "venv"
+        if existed:
+            target.mkdir()
+        interpreter = Interpreter("/bin/false", (3, 11), "/p", "/p", (), None, ())
+        fingerprint = Fingerprint.from_json({
+            "schema": 1, "role": "provider", "name": "torch", "version": "2.13.0+cpu",
+            "torch": {"release": "2.13.0", "local": "cpu", "cxx11_abi": True, "cuda": None,
+                      "hip": None},
+            "cuda_major": None, "abi_tag": "torch-2.13.0-cxx11-cpu"})
+        made = Plan(target, interpreter, fingerprint, (), (), (), frozenset())
+        with pytest.raises(VenvError, match=r"^/bin/false -m venv .* failed: no output$"):
+            create(made, {})
+        assert target.exists() == existed
+        assert not existed or not any(target.iterdir())

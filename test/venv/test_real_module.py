@@ -259,6 +259,15 @@ class TestDoctor:
         assert not [f for f in report["findings"] if f["code"].startswith("venv-")
                     and f["code"] != "venv-constraints"]
 
+    def test_default_is_the_activated_venv(self, stand: Stand, venv: Path) -> None:
+        """`torchstack doctor` of another Python, run in the activated venv, inspects it."""
+        code, out, err = stand.shell(f"source {venv}/bin/activate\ncd {REPO}\n"
+                                     f"{sys.executable} -m torchstack doctor --json")
+        assert code in (0, 1), err
+        report = json.loads(out)
+        assert report["python"]["prefix"] == str(venv)
+        assert one(report, "venv-constraints")["message"].endswith("(torch==2.13.0+cpu)")
+
     def test_modules_not_loaded(self, stand: Stand, venv: Path) -> None:
         _, report = _doctor(stand, venv, load="")
         assert one(report, "venv-modules-not-loaded")["fix"] == f"module load {PYTHON} {PYTORCH}"

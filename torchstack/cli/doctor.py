@@ -1,6 +1,7 @@
 """`torchstack doctor [--json] [--import] [--python PYTHON]`: diagnose a PyTorch environment.
 
-Inspects the environment of the running Python (or of --python) without importing torch:
+Inspects the environment of the running Python (or of --python; in an activated venv made by
+`torchstack venv`, that venv's Python) without importing torch:
 which torch is active, its consumers and whether they fit it, where every library they need
 resolves, JIT build readiness, venv and module shadowing. Human output groups the findings
 by severity, each with its fix on the next line; --json prints the same as data. Exit 0
@@ -14,7 +15,7 @@ import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from torchstack.doctor import Report
+    from torchstack.doctor import Interpreter, Report
     from torchstack.doctor.libraries import LibraryUse
 
 NAME = "doctor"
@@ -37,14 +38,25 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 def execute(args: argparse.Namespace) -> int:
     import json  # here, not above: building the parser stays cheap for every subcommand
 
-    from torchstack.doctor import DEFAULT_CUDA_HOME, current, diagnose, query
+    from torchstack.doctor import DEFAULT_CUDA_HOME, diagnose, query
 
     environ = dict(os.environ)
-    interpreter = query(args.python, environ) if args.python else current()
+    interpreter = query(args.python, environ) if args.python else _default(environ)
     report = diagnose(interpreter, environ, imports=args.imports,
                       default_cuda_home=args.default_cuda_home or DEFAULT_CUDA_HOME)
     print(json.dumps(report.to_json(), indent=2) if args.json else describe(report))
     return report.exit_code
+
+
+def _default(environ: dict[str, str]) -> Interpreter:
+    """The running Python, or the activated venv made by `torchstack venv` if another."""
+    import sys
+
+    from torchstack.doctor import current, query
+    from torchstack.doctor.venvcheck import active_venv_python
+
+    python = active_venv_python(environ, sys.prefix)
+    return query(python, environ) if python else current()
 
 
 def describe(report: Report) -> str:

@@ -23,11 +23,24 @@ from torchstack.doctor.stack import Placed, Stack
 from torchstack.venv.record import (
     CONSTRAINTS,
     PIP_CONF,
+    RECORD,
     VenvRecord,
     names_file,
     read_record,
     wired_constraints,
 )
+
+
+def active_venv_python(environ: Mapping[str, str], running_prefix: str) -> str | None:
+    """The python of an activated torchstack venv ($VIRTUAL_ENV) that is not the running
+    one: `torchstack doctor` installed elsewhere then inspects the venv the user is in."""
+    venv = environ.get("VIRTUAL_ENV")
+    if not venv or os.path.realpath(venv) == os.path.realpath(running_prefix):
+        return None
+    python = os.path.join(venv, "bin", "python")
+    if not os.path.isfile(os.path.join(venv, RECORD)) or not os.path.isfile(python):
+        return None
+    return python
 
 
 def venv_findings(stack: Stack, interpreter: Interpreter, environ: Mapping[str, str]
