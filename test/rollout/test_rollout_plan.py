@@ -7,7 +7,6 @@ Lmod runs are in test_rollout_stack.py.
 
 from __future__ import annotations
 
-import subprocess
 import textwrap
 from pathlib import Path
 
@@ -295,35 +294,3 @@ class TestDefaults:
             write_defaults(installpath, [Default(SOURCE)])
         assert not (version.parent / ".modulerc.lua").exists()
 
-
-class TestDefaultsWithLmod:
-    """The written defaults as the real Lmod reads them, in a Lua and in a Tcl module tree."""
-
-    @staticmethod
-    def _tree(root: Path, syntax: str) -> None:
-        folder = root / "modules" / "all" / "PyTorch"
-        folder.mkdir(parents=True)
-        for version in ("2.6.0-foss-2024a-whl", "2.6.0-foss-2024a"):
-            text = (f'setenv("PICKED", "{version}")\n' if syntax == "lua"
-                    else f"#%Module\nsetenv PICKED {version}\n")
-            (folder / (f"{version}.lua" if syntax == "lua" else version)).write_text(text)
-
-    @staticmethod
-    def _picked(root: Path, load: str) -> str:
-        from ebenv import LMOD_CMD, LMOD_INIT
-
-        script = (f"source {LMOD_INIT}\nexport MODULEPATH={root / 'modules' / 'all'}\n"
-                  f"module load {load}\necho PICKED=$PICKED")
-        env = {"PATH": "/usr/bin:/bin", "HOME": str(root), "LMOD_CMD": str(LMOD_CMD)}
-        run = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True,
-                             check=False)
-        assert run.returncode == 0, run.stderr
-        return run.stdout.split("PICKED=")[1].strip()
-
-    @pytest.mark.parametrize("syntax", ["lua", "tcl"])
-    @pytest.mark.parametrize("version", ["2.6.0-foss-2024a-whl", "2.6.0-foss-2024a"])
-    def test_default_and_release_alias(self, tmp_path: Path, syntax: str, version: str) -> None:
-        self._tree(tmp_path, syntax)
-        write_defaults(tmp_path, [Default(f"PyTorch/{version}", "2.6.0")])
-        assert self._picked(tmp_path, "PyTorch") == version
-        assert self._picked(tmp_path, "PyTorch/2.6.0") == version
