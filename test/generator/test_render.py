@@ -22,9 +22,11 @@ from torchstack.generator.render import (
     dependency,
     easyconfig,
     easystack,
+    module_dependency,
     project_name,
     source,
 )
+from torchstack.generator.toolchains import Dependency
 from torchstack.index import catalog
 from torchstack.index.protocol import IndexFile
 
@@ -72,6 +74,20 @@ class TestNames:
         assert dependency("CUDA", "12.8.0", system=True) == "('CUDA', '12.8.0', '', SYSTEM)"
         assert dependency("cuDNN", "9.10.1.4", "-CUDA-%(cudaver)s", system=True) == \
             "('cuDNN', '9.10.1.4', '-CUDA-%(cudaver)s', SYSTEM)"
+
+    @pytest.mark.parametrize(("module", "suffix", "expected"), [
+        (Dependency("Python", "3.13.1", "", ("GCCcore", "14.2.0"), "x.eb"), None,
+         "('Python', '3.13.1')"),
+        (Dependency("CUDA", "12.8.0", "", ("system", "system"), "x.eb"), "",
+         "('CUDA', '12.8.0', '', SYSTEM)"),  # the system toolchain is named
+        (Dependency("NCCL", "2.26.6", "-CUDA-12.8.0", ("GCCcore", "14.2.0"), "x.eb"), None,
+         "('NCCL', '2.26.6', '-CUDA-12.8.0')"),  # its own suffix
+        (Dependency("cuDNN", "9.10.1.4", "-CUDA-12.8.0", ("system", "system"), "x.eb"),
+         "-CUDA-%(cudaver)s", "('cuDNN', '9.10.1.4', '-CUDA-%(cudaver)s', SYSTEM)"),
+    ], ids=["plain", "system", "own-suffix", "other-suffix"])
+    def test_module_dependency(self, module: Dependency, suffix: str | None,
+                               expected: str) -> None:
+        assert module_dependency(module, suffix) == expected
 
     @pytest.mark.parametrize(("args", "match"), [
         (("Py'thon", "3"), "cannot be part of a module name"),

@@ -16,9 +16,14 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from torchstack.generator import render, toolchains
 from torchstack.generator.release import Resolved, Resolver, Target
 
 log = logging.getLogger(__name__)
+
+# Toolchain modules whose Python packages may satisfy requirements, in dependency order.
+PROVIDER_MODULES = ("Python", "Python-bundle-PyPI", "SciPy-bundle", "networkx", "mpmath", "sympy",
+                    "Jinja2", "PyYAML", "Pillow")
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,17 @@ class Provider:
             return requirement.specifier.contains(Version(version), prereleases=True)
         except InvalidVersion:
             return not str(requirement.specifier)
+
+
+def module_providers(toolchain: toolchains.Toolchain) -> list[Provider]:
+    """The PROVIDER_MODULES the robot path has for `toolchain`, with their packages."""
+    providers = []
+    for name in PROVIDER_MODULES:
+        module = toolchain.find(name)
+        if module is not None:
+            providers.append(Provider(name, toolchains.provided_packages(module),
+                                      render.module_dependency(module)))
+    return providers
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from packaging.version import InvalidVersion, Version
 
 from torchstack import cudalibs
 from torchstack.errors import TorchstackError
+from torchstack.generator import render, suffixes
 from torchstack.generator._ebconfig import compare_versions
 from torchstack.generator.toolchains import Dependency, Toolchain
 
@@ -35,6 +36,14 @@ class CudaChoice:
     cuda: Dependency  # the CUDA module every -CUDA-x module depends on
     libraries: tuple[Dependency, ...]  # with 'modules': cuDNN, NCCL, ... built with that CUDA
     reasons: tuple[str, ...]  # one line a pinned library module
+
+    def dependencies(self, provider: bool) -> list[str]:
+        """CUDA, for every -CUDA-x module; the library modules too for the torch provider,
+        with 'modules' (named with the CUDA suffix of the provider's own CUDA)."""
+        deps = [render.module_dependency(self.cuda, "")]
+        if provider:
+            deps += [render.module_dependency(d, suffixes.CUDA_TEMPLATE) for d in self.libraries]
+        return deps
 
 
 def cuda_module(toolchain: Toolchain, cuda: str) -> Dependency:
@@ -99,7 +108,7 @@ def choose(toolchain: Toolchain, pins: Sequence[cudalibs.Pin], cuda: Dependency,
 def _library_module(toolchain: Toolchain, module: str, pins: Sequence[cudalibs.Pin],
                     cuda: Dependency) -> tuple[Dependency | None, str]:
     """The newest `module` built with `cuda` if it satisfies every pin, and the verdict."""
-    suffix = f"-CUDA-{cuda.version}"
+    suffix = suffixes.cuda(cuda.version)
     every = toolchain.every(module)
     built = [d for d in every if d.versionsuffix == suffix]
     newest = built[0] if built else None
@@ -109,7 +118,7 @@ def _library_module(toolchain: Toolchain, module: str, pins: Sequence[cudalibs.P
     pinned = ", ".join(p.requirement for p in pins)
     major = cuda.version.split(".")[0]
     has = ", ".join(f"{d.version} ({d.versionsuffix.lstrip('-')})" for d in every
-                    if d.versionsuffix.startswith(f"-CUDA-{major}.")) or "no version"
+                    if d.versionsuffix.startswith(suffixes.cuda(f"{major}."))) or "no version"
     if newest is None:
         return None, (f"{pinned}: needs {module} built with CUDA {cuda.version}; "
                       f"the robot path has {module} {has} for CUDA {major}")

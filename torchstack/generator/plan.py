@@ -1,9 +1,12 @@
 """Matched easyconfigs for a torch release, per toolchain and variant, and their easystacks.
 
-The driver touches neither network nor files: it asks indexes (anything with the
-`index.protocol.Index` interface: the HTTP client, a local folder, the embedded catalog) and the
-toolchain data of the robot path, and returns the texts with a report. `output.write_set`
-puts them on disk.
+The plan ties the generator's parts together: the release's wheels (release), what they
+require split into toolchain modules and extension wheels (closure), the CUDA modules
+(cudamodules), module names and words (projects), version suffixes (suffixes), the abi_tag of
+an official wheel (abi) and the text (render). The driver touches neither network nor files:
+it asks indexes (anything with the `index.protocol.Index` interface: the HTTP client, a local
+folder, the embedded catalog) and the toolchain data of the robot path, and returns the texts
+with a report. `output.write_set` puts them on disk.
 """
 
 from __future__ import annotations
@@ -15,13 +18,21 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from torchstack import cudalibs, variants
 from torchstack.errors import TorchstackError
-from torchstack.fingerprint import TorchFacts, abi_tag
-from torchstack.generator import closure, cudamodules, namesakes, render, stage2, toolchains
+from torchstack.generator import (
+    abi,
+    closure,
+    cudamodules,
+    namesakes,
+    projects,
+    render,
+    stage2,
+    suffixes,
+    toolchains,
+)
 from torchstack.generator.release import (
     ARCHITECTURES,
     ReleaseError,
@@ -37,22 +48,7 @@ log = logging.getLogger(__name__)
 
 STAGES = ("whl", "source")
 CUDA_LIBS = cudamodules.MODES
-# Toolchain modules whose Python packages may satisfy requirements, in dependency order.
-PROVIDER_MODULES = ("Python", "Python-bundle-PyPI", "SciPy-bundle", "networkx", "mpmath", "sympy",
-                    "Jinja2", "PyYAML", "Pillow")
 ALWAYS = ("SciPy-bundle",)  # numpy interoperability, as upstream's -whl easyconfigs have it
-_ABOUT = {
-    "torch": ("PyTorch", "https://pytorch.org/",
-              "PyTorch: tensors and dynamic neural networks in Python with strong GPU "
-              "acceleration."),
-    "torchvision": ("torchvision", "https://github.com/pytorch/vision",
-                    "Datasets, transforms and models specific to computer vision."),
-    "torchaudio": ("torchaudio", "https://github.com/pytorch/audio",
-                   "Data manipulation and transformation for audio signal processing."),
-    "triton": ("Triton", "https://triton-lang.org/",
-               "Triton: a language and compiler for writing highly efficient custom deep "
-               "learning primitives."),
-}
 
 
 class GenerateError(TorchstackError):
@@ -223,7 +219,7 @@ class _WheelSet:
                         for arch in variant_set.architectures]
         self.out = _Planned()
         self.cuda = self._cuda_choice()
-        self.suffix = f"-CUDA-{self.cuda.cuda.version}-whl" if self.cuda else "-whl"
+        self.suffix = suffixes.wheels(self.cuda.cuda.version if self.cuda else None)
         self._providers: dict[tuple[str, str], list[closure.Provider]] = {}
         self.excluded = self._excluded()
 
@@ -233,12 +229,12 @@ class _WheelSet:
         if triton is not None:
             triton_ec = self._easyconfig(triton, self._cuda_deps(False),
                                          f"needs CUDA {self.set.cuda} at run time ({triton.why})",
-                                         toolchain=self._placement("Triton"))
-            torch_deps.append(render.dependency("Triton", triton_ec.version, self.suffix))
-        provides = self._provides()
+                                         toolchain=self._placement(projects.TRITON))
+            torch_deps.append(render.dependency(projects.TRITON, triton_ec.version, self.suffix))
+        provides = abi.provided_tag(self.set.torch.version, self.set.variant)
         torch_ec = self._easyconfig(self.set.torch, [*self._cuda_deps(True), *torch_deps],
                                     f"provides {provides}", provides)
-        on_torch = render.dependency("PyTorch", torch_ec.version, self.suffix)
+        on_torch = render.dependency(projects.TORCH, torch_ec.version, self.suffix)
         for companion in self.set.companions:
             if companion is not triton:
                 self._easyconfig(companion, [*self._cuda_deps(False), on_torch],
@@ -252,7 +248,7 @@ class _WheelSet:
         """Render one easyconfig; `provides` is the abi_tag of a torch provider."""
         provider = provides is not None
         toolchain = toolchain or self.toolchain
-        module, homepage, description = _ABOUT[_family(resolved.project)]
+        about = projects.about(resolved.project)
         providers = self._providers_of(toolchain)
         found = closure.close(self._requirements(resolved), self.targets, providers,
                               self.resolver, self.excluded)
@@ -266,8 +262,8 @@ class _WheelSet:
                         *(d for d in own_deps if d not in cuda_first)]
         exts = tuple(render.extension(self._hashed(r)) for r in (*found.extensions, resolved))
         text = render.EasyconfigText(
-            module, Version(resolved.version).public, self.suffix,
-            (toolchain.name, toolchain.version), homepage, description,
+            about.module, Version(resolved.version).public, self.suffix,
+            (toolchain.name, toolchain.version), about.homepage, about.description,
             tuple(dependencies), exts,
             cuda_libs=self.cuda.cuda_libs if self.cuda and provider else None,
             abi_tag=provides)
@@ -335,51 +331,13 @@ class _WheelSet:
         return choice
 
     def _cuda_deps(self, provider: bool) -> list[str]:
-        """CUDA for every -CUDA-x module; the library modules for the provider, with 'modules'."""
-        if self.cuda is None:
-            return []
-        cuda = self.cuda.cuda
-        deps = [render.dependency("CUDA", cuda.version, system=_is_system(cuda))]
-        if provider:
-            deps += [render.dependency(d.name, d.version, "-CUDA-%(cudaver)s",
-                                       system=_is_system(d)) for d in self.cuda.libraries]
-        return deps
+        return self.cuda.dependencies(provider) if self.cuda else []
 
     def _providers_of(self, toolchain: toolchains.Toolchain) -> list[closure.Provider]:
         key = (toolchain.name, toolchain.version)
         if key not in self._providers:
-            self._providers[key] = []
-            for name in PROVIDER_MODULES:
-                found = toolchain.find(name)
-                if found is not None:
-                    self._providers[key].append(closure.Provider(
-                        name, toolchains.provided_packages(found),
-                        render.dependency(found.name, found.version, found.versionsuffix,
-                                          system=_is_system(found))))
+            self._providers[key] = closure.module_providers(toolchain)
         return self._providers[key]
-
-    def _provides(self) -> str:
-        release = Version(self.set.torch.version)
-        facts = TorchFacts(release.public, release.local, _cxx11_abi(release, self.set.variant),
-                           self.set.cuda, _hip(self.set.variant))
-        return abi_tag("provider", None, facts)
-
-
-def _is_system(dependency: toolchains.Dependency) -> bool:
-    return dependency.toolchain[0].lower() == "system"
-
-
-def _family(project: str) -> str:
-    return "triton" if variants.is_triton(project) else canonicalize_name(project)
-
-
-def _cxx11_abi(release: Version, variant: str) -> bool:
-    """Official wheels use the C++11 ABI since 2.7, and 2.6 did in its cu126 builds."""
-    return release >= Version("2.7") or (release.release[:2] == (2, 6) and variant == "cu126")
-
-
-def _hip(variant: str) -> str | None:
-    return variant[4:] if variant.startswith("rocm") else None
 
 
 def _plan_source(variant_set: VariantSet, toolchain: toolchains.Toolchain, label: str,

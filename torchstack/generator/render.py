@@ -21,6 +21,7 @@ from packaging.version import InvalidVersion, Version
 
 from torchstack.errors import TorchstackError
 from torchstack.generator.release import Resolved
+from torchstack.generator.toolchains import Dependency
 from torchstack.index._http import strip_userinfo
 from torchstack.index.protocol import IndexFile
 from torchstack.paths import templates_path
@@ -154,6 +155,14 @@ def dependency(name: str, version: str, versionsuffix: str = "", system: bool = 
     if system:
         fields.append("SYSTEM")
     return f"({', '.join(fields)})"
+
+
+def module_dependency(module: Dependency, versionsuffix: str | None = None) -> str:
+    """`dependency` on a module of the robot path, with its own suffix unless another is
+    given; one built with the system toolchain names it, as EasyBuild needs."""
+    suffix = module.versionsuffix if versionsuffix is None else versionsuffix
+    return dependency(module.name, module.version, suffix,
+                      system=module.toolchain[0].lower() == "system")
 
 
 def easyconfig(text: EasyconfigText) -> str:

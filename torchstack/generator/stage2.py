@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from torchstack.errors import TorchstackError
-from torchstack.generator import toolchains
+from torchstack.generator import suffixes, toolchains
 from torchstack.generator.release import VariantSet
 
 EASYBLOCK = "PyTorchSource"
@@ -53,4 +53,4 @@ def _cuda_suffix(variant_set: VariantSet, toolchain: toolchains.Toolchain) -> st
     if cuda is None:
         raise Stage2Error(f"no CUDA {variant_set.cuda}.x module for "
                           f"{toolchain.name}/{toolchain.version} in the robot path")
-    return f"-CUDA-{cuda.version}"
+    return suffixes.cuda(cuda.version)
