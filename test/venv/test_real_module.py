@@ -219,6 +219,21 @@ class TestTorchrun:
         assert out.splitlines()[0] == str(venv / "bin" / "torchrun")
         assert "worker purepkg 2.13.0+cpu 4" in out
 
+    def test_without_activation_only_the_venvs_torchrun_sees_them(
+            self, stand: Stand, venv: Path, tmp_path: Path) -> None:
+        """A batch script that calls the venv's torchrun by its path, activating nothing: the
+        module's own torchrun (`#!/usr/bin/env python`, the module's Python) would not do."""
+        worker = tmp_path / "worker.py"
+        worker.write_text("import purepkg\nprint('worker', purepkg.NAME)\n")
+        run = f"--standalone --nproc_per_node=1 {worker}"
+        code, out, err = stand.shell(f"{venv}/bin/torchrun {run}")
+        assert code == 0, err
+        assert "worker purepkg" in out
+        code, out, err = stand.shell(f"command -v torchrun\ntorchrun {run}")
+        assert out.splitlines()[0].endswith("/software/PyTorch/2.13.0-whl/bin/torchrun")
+        assert code == 1
+        assert "ModuleNotFoundError: No module named 'purepkg'" in out + err
+
 
 class TestActivation:
     @pytest.mark.parametrize("load", [
