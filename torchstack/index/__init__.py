@@ -1,1 +1,3 @@
-"""The simple indexes: the client, its page parsers and range reads, the catalog, the defaults."""
+"""The simple indexes: what an index answers (protocol), the client (simple) with its page
+parsers and range reads, the catalog of recorded answers, and which indexes a run asks
+(defaults)."""
