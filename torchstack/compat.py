@@ -6,6 +6,14 @@ the reasons it refuses:
 - stable: additionally the provider is at least the release the consumer was built
   against, and CUDA flavour and major match where the consumer has CUDA code.
 - cxx: same release (local tag aside), same C++ ABI, same CUDA flavour and major.
+
+RULES pairs each rule with its clause encoding: the text clauses that carry it into a module
+guard, where the Lua and Tcl evaluators (`EVALUATOR` of torchstack.guards.lua and .tcl, and
+`payload_of` of the SitePackage hook) test them against the abi tag of a loaded torch. Clauses:
+`==V`, `!=V`, `>=V`, `<=V`, `>V`, `<V` and `!=V.*` on the release (numeric per dot-separated
+component, missing components count as 0), and `flavour=F`. A cxx consumer needs no clauses:
+the guards compare its exact abi tag, which names release, C++ ABI and flavour. A new rule is
+one entry here and the same test in the two evaluators.
 """
 
 from __future__ import annotations
@@ -19,11 +27,16 @@ from packaging.version import InvalidVersion, Version
 from torchstack.errors import TorchstackError
 from torchstack.fingerprint import Fingerprint, abi_tag, runtime_flavour
 
-Rule = Callable[[Fingerprint, Fingerprint], "str | None"]
+Check = Callable[[Fingerprint, Fingerprint], "str | None"]
+Encoding = Callable[[Fingerprint], "tuple[str, ...]"]
 
 
 class CompatError(TorchstackError):
     """Two fingerprints that cannot be compared (wrong roles, unreadable versions)."""
+
+
+class ClauseError(CompatError):
+    """A consumer whose needs cannot be written as guard clauses (an invalid requirement)."""
 
 
 @dataclass(frozen=True)
@@ -45,7 +58,7 @@ def check(provider: Fingerprint, consumer: Fingerprint) -> Verdict:
     if consumer.role != "consumer":
         raise CompatError(f"{_who(consumer)} is a torch provider, not a consumer")
     rules = RULES[consumer.link or "python"]
-    reasons = [r for r in (rule(provider, consumer) for rule in rules) if r is not None]
+    reasons = [r for r in (rule.check(provider, consumer) for rule in rules) if r is not None]
     if reasons:
         return Verdict(False, tuple(reasons))
     return Verdict(True, (_why_compatible(provider, consumer),))
@@ -143,11 +156,87 @@ def same_flavour_if_gpu_code(provider: Fingerprint, consumer: Fingerprint) -> st
     return same_flavour(provider, consumer)
 
 
+# -- the clause encoding of the rules -----------------------------------------------------
+
+
+def specifier_clauses(specifier: str) -> tuple[str, ...]:
+    """A PEP 440 specifier as guard clauses on release numbers.
+
+    `~=V` and `==V.*` become a `>=` / `<` pair, `!=V.*` stays a prefix clause and `===` is
+    `==`. Pre-, post-, dev- and local segments are dropped here and in the provider's release
+    (2.14.0a0 counts as 2.14.0): the guards compare releases, compat compares full versions.
+    """
+    try:
+        specs = SpecifierSet(specifier)
+    except InvalidSpecifier as exc:
+        raise ClauseError(f"invalid torch requirement {specifier!r}") from exc
+    return tuple(c for s in sorted(specs, key=str) for c in _clauses(s.operator, s.version))
+
+
+def _clauses(operator: str, version: str) -> tuple[str, ...]:
+    wildcard = version.endswith(".*")
+    release = _release(version[:-2] if wildcard else version)
+    if operator == "~=" or (operator == "==" and wildcard):
+        upper = list(release[:-1] if operator == "~=" else release)
+        upper[-1] += 1
+        return (">=" + _join(release), "<" + _join(upper))
+    if operator == "!=" and wildcard:
+        return (f"!={_join(release)}.*",)
+    return (("==" if operator == "===" else operator) + _join(release),)
+
+
+def requirement_clauses(consumer: Fingerprint) -> tuple[str, ...]:
+    """satisfies_requirement: the consumer's requires_torch."""
+    return specifier_clauses(consumer.requires_torch or "")
+
+
+def built_release_clauses(consumer: Fingerprint) -> tuple[str, ...]:
+    """not_older: at least the release the consumer was built against."""
+    built = consumer.torch.release
+    return (">=" + _join(_release(built)),) if built else ()
+
+
+def flavour_clauses(consumer: Fingerprint) -> tuple[str, ...]:
+    """same_flavour_if_gpu_code: the consumer's flavour, when it is not cpu."""
+    flavour = runtime_flavour(consumer.torch, consumer.cuda_major)
+    return () if flavour == "cpu" else (f"flavour={flavour}",)
+
+
+def by_abi_tag(consumer: Fingerprint) -> tuple[str, ...]:
+    """A cxx rule: no clause, the guards compare the consumer's exact abi tag."""
+    return ()
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One rule: compat's check and the guard clauses that carry it (see the module doc).
+
+    The clauses of a `declared` rule (the consumer's own requirement) follow those of the
+    rules about what it was built against.
+    """
+
+    check: Check
+    clauses: Encoding = by_abi_tag
+    declared: bool = False
+
+
+_REQUIREMENT = Rule(satisfies_requirement, requirement_clauses, declared=True)
+
 RULES: dict[str, tuple[Rule, ...]] = {
-    "python": (satisfies_requirement,),
-    "stable": (satisfies_requirement, not_older, same_flavour_if_gpu_code),
-    "cxx": (satisfies_requirement, same_release, same_abi, same_flavour),
+    "python": (_REQUIREMENT,),
+    "stable": (_REQUIREMENT, Rule(not_older, built_release_clauses),
+               Rule(same_flavour_if_gpu_code, flavour_clauses)),
+    "cxx": (Rule(satisfies_requirement), Rule(same_release), Rule(same_abi),
+            Rule(same_flavour)),
 }
+
+
+def guard_clauses(consumer: Fingerprint) -> tuple[str, ...]:
+    """The clauses a consumer's guard registers: its rules, built-against ones first."""
+    if consumer.link not in RULES:
+        raise ClauseError(f"{_who(consumer)}: link {consumer.link!r} is not cxx/stable/python")
+    rules = sorted(RULES[consumer.link], key=lambda rule: rule.declared)
+    return tuple(clause for rule in rules for clause in rule.clauses(consumer))
 
 
 def _why_compatible(provider: Fingerprint, consumer: Fingerprint) -> str:
@@ -173,3 +262,14 @@ def _version(text: str | None) -> Version:
         return Version(text or "")
     except InvalidVersion as exc:
         raise CompatError(f"invalid torch release {text!r}") from exc
+
+
+def _release(version: str) -> tuple[int, ...]:
+    try:
+        return Version(version).release
+    except InvalidVersion as exc:
+        raise ClauseError(f"invalid version {version!r} in a torch requirement") from exc
+
+
+def _join(numbers: tuple[int, ...] | list[int]) -> str:
+    return ".".join(str(n) for n in numbers)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from torchstack import compat
-from torchstack.compat import CompatError, Rule, Verdict
+from torchstack.compat import Check, CompatError, Verdict
 from torchstack.fingerprint import Fingerprint, Link, TorchFacts, abi_tag
 
 
@@ -52,7 +52,7 @@ NEWER = provider("2.14.1+cpu")
 OLDER = provider("2.12.0+cpu")
 
 
-def apply(rule: Rule, p: Fingerprint, c: Fingerprint, expected: str | None) -> None:
+def apply(rule: Check, p: Fingerprint, c: Fingerprint, expected: str | None) -> None:
     """The rule passes (`expected` None) or refuses with a reason containing `expected`."""
     reason = rule(p, c)
     if expected is None:
@@ -252,7 +252,27 @@ class TestRules:
             "cxx": (compat.satisfies_requirement, compat.same_release, compat.same_abi,
                     compat.same_flavour),
         }
-        assert expected == compat.RULES
+        assert expected == {link: tuple(r.check for r in rules)
+                            for link, rules in compat.RULES.items()}
+
+    @pytest.mark.parametrize(
+        ("c", "clauses"),
+        [
+            # cxx: no clause, the guards compare the exact abi tag
+            (consumer("cxx"), ()),
+            # stable with GPU code: built-against release and flavour, then its requirement
+            (consumer("stable", release="2.14.1", requires="<2.16", cuda_major=13),
+             (">=2.14.1", "flavour=cu13", "<2.16")),
+            # python: its requirement alone
+            (consumer("python", release=None, requires="~=2.13.0"), (">=2.13.0", "<2.14")),
+        ],
+    )
+    def test_guard_clauses(self, c: Fingerprint, clauses: tuple[str, ...]) -> None:
+        assert compat.guard_clauses(c) == clauses
+
+    def test_guard_clauses_of_an_invalid_requirement(self) -> None:
+        with pytest.raises(compat.ClauseError, match="invalid torch requirement 'torch>=2'"):
+            compat.guard_clauses(consumer("python", requires="torch>=2"))
 
 
 class TestCheck:

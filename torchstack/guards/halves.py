@@ -12,16 +12,16 @@ nor does Lmod from 8.7.62 on).
   it refuses when `TORCHSTACK_TORCH_ABI` is set and does not fit, then registers with
   `prepend_path("TORCHSTACK_CONSUMERS", entry, ";")`, which unload reverses.
 
-A registration entry is `<module>|<kind>|<payload>|<provider module>`: `kind` is the link class,
-`payload` is `<consumer abi tag>[,<clause>...]` and the fourth field names the torch module the
-consumer was built with, so that a provider's refusal can say what to load instead. Evaluation:
+A registration entry is `<module>|<kind>|<payload>|<provider module>` (the names and formats
+of `torchstack.guards.protocol`): `kind` is the link class, `payload` is
+`<consumer abi tag>[,<clause>...]` and the fourth field names the torch module the consumer was
+built with, so that a provider's refusal can say what to load instead. Evaluation:
 - cxx: the provider's tag equals the payload's tag (`tv/0.28.0|cxx|torch-2.13.0-cxx11-cpu|...`);
 - stable and python: every clause holds for the release and flavour parsed out of the provider
-  tag `torch-<release>-<abi>-<flavour>`. Clauses: `==V`, `!=V`, `>=V`, `<=V`, `>V`, `<V`,
-  `!=V.*` (numeric per dot-separated component, missing components count as 0) and
-  `flavour=F`. A stable consumer carries `>=<its torch release>`, `flavour=<its flavour>` when
-  it has GPU code (compat's `runtime_flavour` is not cpu), then its requires_torch; a python
-  consumer only its requires_torch.
+  tag `torch-<release>-<abi>-<flavour>`. The clauses are compat's rules encoded next to them
+  (`compat.RULES`, `compat.guard_clauses`): a stable consumer carries
+  `>=<its torch release>`, `flavour=<its flavour>` when it has GPU code, then its
+  requires_torch; a python consumer only its requires_torch.
 
 On refusal Lmod (Lua `LmodError`, Tcl `error`, which Lmod's Tcl reader turns into LmodError)
 aborts the whole command before it writes any change: the shell's environment, LOADEDMODULES
@@ -37,11 +37,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
-
+from torchstack import compat
 from torchstack.errors import TorchstackError
-from torchstack.fingerprint import Fingerprint, Link, runtime_flavour
+from torchstack.fingerprint import Fingerprint, Link
 from torchstack.guards import lua, protocol, sitepackage, tcl
 from torchstack.guards.lua import lua_string
 from torchstack.guards.protocol import (
@@ -97,45 +95,19 @@ class Requirement:
 def requirement(consumer: Fingerprint) -> Requirement:
     """The requirement a consumer registers: compat's rules, as the guards evaluate them."""
     _expect_role(consumer, "consumer")
-    if consumer.link == "cxx":
-        return Requirement("cxx", consumer.abi_tag, ())
-    if consumer.link not in ("stable", "python"):
-        raise GuardError(f"{_who(consumer)}: link {consumer.link!r} is not cxx/stable/python")
-    clauses: list[str] = []
-    if consumer.link == "stable":
-        if consumer.torch.release:
-            clauses.append(">=" + _join(_release(consumer.torch.release)))
-        flavour = runtime_flavour(consumer.torch, consumer.cuda_major)
-        if flavour != "cpu":
-            clauses.append(f"flavour={flavour}")
-    clauses += specifier_clauses(consumer.requires_torch or "")
-    return Requirement(consumer.link, consumer.abi_tag, tuple(clauses))
+    try:
+        clauses = compat.guard_clauses(consumer)
+    except compat.ClauseError as exc:
+        raise GuardError(str(exc)) from exc
+    return Requirement(consumer.link or "python", consumer.abi_tag, clauses)
 
 
 def specifier_clauses(specifier: str) -> tuple[str, ...]:
-    """A PEP 440 specifier as guard clauses on release numbers.
-
-    `~=V` and `==V.*` become a `>=` / `<` pair, `!=V.*` stays a prefix clause and `===` is
-    `==`. Pre-, post-, dev- and local segments are dropped here and in the provider's release
-    (2.14.0a0 counts as 2.14.0): the guards compare releases, compat compares full versions.
-    """
+    """A PEP 440 specifier as guard clauses (`compat.specifier_clauses`)."""
     try:
-        specs = SpecifierSet(specifier)
-    except InvalidSpecifier as exc:
-        raise GuardError(f"invalid torch requirement {specifier!r}") from exc
-    return tuple(c for s in sorted(specs, key=str) for c in _clauses(s.operator, s.version))
-
-
-def _clauses(operator: str, version: str) -> tuple[str, ...]:
-    wildcard = version.endswith(".*")
-    release = _release(version[:-2] if wildcard else version)
-    if operator == "~=" or (operator == "==" and wildcard):
-        upper = list(release[:-1] if operator == "~=" else release)
-        upper[-1] += 1
-        return (">=" + _join(release), "<" + _join(upper))
-    if operator == "!=" and wildcard:
-        return (f"!={_join(release)}.*",)
-    return (("==" if operator == "===" else operator) + _join(release),)
+        return compat.specifier_clauses(specifier)
+    except compat.ClauseError as exc:
+        raise GuardError(str(exc)) from exc
 
 
 def registration(consumer: Fingerprint, module: str, provider_module: str) -> str:
@@ -221,17 +193,6 @@ def sitepackage_lua() -> str:
 def _expect_role(fp: Fingerprint, role: str) -> None:
     if fp.role != role:
         raise GuardError(f"{_who(fp)} is a torch {fp.role}, not a {role}")
-
-
-def _release(version: str) -> tuple[int, ...]:
-    try:
-        return Version(version).release
-    except InvalidVersion as exc:
-        raise GuardError(f"invalid version {version!r} in a torch requirement") from exc
-
-
-def _join(numbers: tuple[int, ...] | list[int]) -> str:
-    return ".".join(str(n) for n in numbers)
 
 
 def _who(fp: Fingerprint) -> str:

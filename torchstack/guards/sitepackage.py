@@ -256,7 +256,7 @@ BODY_TEMPLATE = """\
                    reset = true, update = true}
 
    local function spec_clauses(spec, out)
-      -- one PEP 440 clause as guard clauses, as torchstack.guards.halves.specifier_clauses does
+      -- one PEP 440 clause as guard clauses, as torchstack.compat.specifier_clauses does
       local op, v = spec:match("^%s*([~=!<>]=?=?)%s*([^%s+]+)")
       if not op then return end
       local parts = {}
@@ -277,7 +277,8 @@ BODY_TEMPLATE = """\
    end
 
    local function payload_of(fp)
-      -- the registration payload that the consumer guard of this fingerprint would carry
+      -- the registration payload that the consumer guard of this fingerprint would carry:
+      -- compat.guard_clauses, rule for rule
       local out = {fp.abi_tag}
       if fp.link == "stable" then
          local release = type(fp.torch) == "table" and fp.torch.release
