@@ -12,7 +12,7 @@ import contextlib
 import logging
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -38,6 +38,8 @@ log = logging.getLogger(__name__)
 
 SCHEMA = 1
 Role = Literal["provider", "consumer"]
+# how tightly a link class ties a consumer to one torch build: an installation without torch
+# is fingerprinted as its most tightly linked consumer (`strongest`), here alone
 _LINK_STRENGTH = {"python": 0, "stable": 1, "cxx": 2}
 _TORCH_LIB_DIR = "torch/lib/"
 
@@ -143,10 +145,20 @@ def fingerprint_distributions(dists: list[Distribution], label: str) -> Fingerpr
     for dist in dists:
         if dist.key == "torch":
             return provider_fingerprint(dist)
-    consumers = [c for c in (consumer_fingerprint(d) for d in dists) if c is not None]
-    if not consumers:
+    found = strongest(c for c in (consumer_fingerprint(d) for d in dists) if c is not None)
+    if found is None:
         raise FingerprintError(f"{label!r}: no distribution contains torch or depends on it")
-    return max(consumers, key=lambda c: _LINK_STRENGTH[c.link or "python"])
+    return found
+
+
+def strongest(consumers: Iterable[Fingerprint]) -> Fingerprint | None:
+    """The most tightly linked consumer (cxx, then stable, then python), the first of equals;
+    None when there is none."""
+    return max(consumers, key=_strength, default=None)
+
+
+def _strength(consumer: Fingerprint) -> int:
+    return _LINK_STRENGTH[consumer.link or "python"]
 
 
 # -- providers ---------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from test_compat import CPU, CU13, ROCM, consumer
 from torchstack.fingerprint import Fingerprint
 from torchstack.guards.record import (
     FINGERPRINT_FILE,
+    fingerprint_of,
     read_fingerprint,
     whatis_line,
     write_fingerprint,
@@ -96,6 +98,57 @@ class TestReadFingerprint:
             (tmp_path / "easybuild").mkdir()
         installdir = tmp_path / "nowhere" if layout == "missing" else tmp_path
         assert read_fingerprint(installdir) is None
+
+
+PYTHON = consumer("python", requires=None, release=None, cxx11_abi=None, libraries=())
+STABLE = consumer("stable", libraries=())
+CXX = consumer("cxx")
+
+
+Files = Callable[[Path], tuple[Fingerprint | None, list[Fingerprint]]]
+
+
+def files(provider: Fingerprint | None, *consumers: Fingerprint) -> Files:
+    """An installation's files as `fingerprint_of` reads them, without a wheel installed."""
+    return lambda root: (provider, list(consumers))
+
+
+class TestFingerprintOf:
+    @pytest.mark.parametrize(
+        ("recorded", "read", "provider_only", "expected"),
+        [
+            # the recorded fingerprint comes first, whatever the files hold
+            (CXX, files(CPU), False, (CXX, "recorded")),
+            # nothing recorded: the installation's torch
+            (None, files(CPU, CXX), False, (CPU, "scanned")),
+            # no torch: the most tightly linked consumer, the first of equals
+            (None, files(None, PYTHON, CXX, STABLE, consumer("cxx", name="b")), False,
+             (CXX, "scanned")),
+            # nothing torch-related
+            (None, files(None), False, (None, None)),
+            # a torch only: a recorded consumer does not count, the files' torch does
+            (CXX, files(CU13, STABLE), True, (CU13, "scanned")),
+            # a torch only: consumers do not count
+            (None, files(None, CXX), True, (None, None)),
+            # a torch only: the recorded torch
+            (CPU, files(CU13), True, (CPU, "recorded")),
+        ],
+        ids=["recorded", "torch", "strongest", "none", "provider-only", "provider-only-none",
+             "provider-only-recorded"],
+    )
+    def test_decision(self, tmp_path: Path, recorded: Fingerprint | None, read: Files,
+                      provider_only: bool, expected: tuple[object, object]) -> None:
+        if recorded is not None:
+            write_fingerprint(tmp_path, recorded)
+        assert fingerprint_of(tmp_path, provider_only=provider_only, read_files=read) == expected
+
+    def test_record_reader(self, tmp_path: Path) -> None:
+        # a caller's reader decides what the record is; the files are not read then
+        def unreadable(root: Path) -> tuple[Fingerprint | None, list[Fingerprint]]:
+            raise AssertionError(f"{root} read")
+
+        found = fingerprint_of(tmp_path, read_record=lambda root: STABLE, read_files=unreadable)
+        assert found == (STABLE, "recorded")
 
 
 class TestWhatisLine:

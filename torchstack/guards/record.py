@@ -5,12 +5,24 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
-from torchstack.fingerprint import Fingerprint, load_fingerprint
+from torchstack.fingerprint import (
+    Fingerprint,
+    installation_fingerprints,
+    load_fingerprint,
+    strongest,
+)
 from torchstack.guards.protocol import FINGERPRINT_FILE
 
-__all__ = ["FINGERPRINT_FILE", "read_fingerprint", "whatis_line", "write_fingerprint"]
+__all__ = ["FINGERPRINT_FILE", "Source", "fingerprint_of", "read_fingerprint", "whatis_line",
+           "write_fingerprint"]
+
+Source = Literal["recorded", "scanned"]
+RecordReader = Callable[[Path], "Fingerprint | None"]
+FilesReader = Callable[[Path], "tuple[Fingerprint | None, list[Fingerprint]]"]
 
 
 def write_fingerprint(installdir: str | Path, fingerprint: Fingerprint) -> Path:
@@ -40,6 +52,29 @@ def read_fingerprint(installdir: str | Path) -> Fingerprint | None:
     if not os.path.lexists(path):
         return None
     return load_fingerprint(path)
+
+
+def fingerprint_of(
+    installdir: str | Path,
+    *,
+    provider_only: bool = False,
+    read_record: RecordReader = read_fingerprint,
+    read_files: FilesReader = installation_fingerprints,
+) -> tuple[Fingerprint | None, Source | None]:
+    """The fingerprint an installation recorded, else the one read from its files, else None.
+
+    Read from its files: its torch, else its most strongly linked consumer, as the easyblocks
+    record it; with `provider_only` only a torch counts, recorded or read. `read_record`
+    (`read_fingerprint` by default) and `read_files` (`installation_fingerprints`) let a
+    caller decide what an unreadable record or installation means.
+    """
+    root = Path(installdir)
+    recorded = read_record(root)
+    if recorded is not None and (recorded.role == "provider" or not provider_only):
+        return recorded, "recorded"
+    provider, consumers = read_files(root)
+    found = provider if provider_only else provider or strongest(consumers)
+    return found, ("scanned" if found is not None else None)
 
 
 def whatis_line(fingerprint: Fingerprint) -> str:

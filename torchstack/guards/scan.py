@@ -29,7 +29,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from torchstack import compat
 from torchstack.distributions import DistributionError, site_packages_of
@@ -37,13 +37,10 @@ from torchstack.errors import TorchstackError
 from torchstack.fingerprint import Fingerprint, installation_fingerprints
 from torchstack.guards.moduleloads import module_dependencies, module_files
 from torchstack.guards.protocol import FINGERPRINT_FILE
-from torchstack.guards.record import read_fingerprint, write_fingerprint
+from torchstack.guards.record import Source, fingerprint_of, read_fingerprint, write_fingerprint
 from torchstack.guards.sitepackage import MAX_FINGERPRINT_BYTES
 
 log = logging.getLogger(__name__)
-
-Source = Literal["recorded", "scanned"]
-_LINK_RANK = {"python": 0, "stable": 1, "cxx": 2}
 
 
 class ScanError(TorchstackError):
@@ -221,23 +218,22 @@ def fingerprint_installation(software: Path) -> tuple[Fingerprint | None, Source
     """The recorded fingerprint of an installation, else one read from it, else none;
     `Unreadable` when the installation or its record cannot be read."""
     _readable_folder(software)
-    recorded = _recorded(software)
-    if recorded is not None:
-        return recorded, "recorded"
+    return fingerprint_of(software, read_record=_recorded, read_files=_installed)
+
+
+def _installed(software: Path) -> tuple[Fingerprint | None, list[Fingerprint]]:
+    """The torch and consumers of an installation; none without Python distributions."""
     try:
         site_packages_of(software)
     except DistributionError:
         log.debug("%s: no Python distributions, no torch", software)
-        return None, None
+        return None, []
     except OSError as exc:
         raise Unreadable(f"cannot read {str(software)!r}: {exc.strerror or exc}") from exc
     try:
-        provider, consumers = installation_fingerprints(software)
+        return installation_fingerprints(software)
     except (TorchstackError, OSError) as exc:
         raise Unreadable(f"cannot fingerprint {str(software)!r}: {exc}") from exc
-    strongest = max(consumers, key=lambda c: _LINK_RANK[c.link or "python"], default=None)
-    found = provider or strongest
-    return found, ("scanned" if found is not None else None)
 
 
 def _readable_folder(software: Path) -> None:

@@ -12,10 +12,8 @@ from pathlib import Path
 
 from torchstack import compat
 from torchstack.errors import TorchstackError
-from torchstack.fingerprint import Fingerprint, installation_fingerprints
+from torchstack.fingerprint import Fingerprint, installation_fingerprints, strongest
 from torchstack.guards import record
-
-_LINK_RANK = {"cxx": 2, "stable": 1, "python": 0}
 
 
 class InstallationError(TorchstackError):
@@ -34,10 +32,7 @@ def provider_of(root: str | Path | None) -> Fingerprint | None:
     """The torch fingerprint of a PyTorch installation: recorded, or read from its files."""
     if not root:
         return None
-    recorded = record.read_fingerprint(root)
-    if recorded is not None and recorded.role == "provider":
-        return recorded
-    return installation_fingerprints(root)[0]
+    return record.fingerprint_of(root, provider_only=True)[0]
 
 
 def examine(installdir: str | Path, dependency_torch_root: str | Path | None) -> Installation:
@@ -50,5 +45,4 @@ def examine(installdir: str | Path, dependency_torch_root: str | Path | None) ->
                     if not v.compatible]
         if refusals:
             raise InstallationError("; ".join(refusals))
-    strongest = max(consumers, key=lambda c: _LINK_RANK[c.link or "python"], default=None)
-    return Installation(own_torch or strongest, provider)
+    return Installation(own_torch or strongest(consumers), provider)
