@@ -51,6 +51,11 @@ from _common import log, positive  # noqa: E402
 
 from torchstack.fingerprint import Fingerprint, TorchFacts, abi_tag  # noqa: E402
 from torchstack.guards import halves  # noqa: E402
+from torchstack.guards.protocol import (  # noqa: E402
+    CONSUMERS_VARIABLE,
+    MODULE_VARIABLE,
+    PROVIDER_VARIABLE,
+)
 
 LMOD_INIT = Path("/usr/share/lmod/lmod/init/bash")
 DEFAULT_ROUNDS = 21
@@ -256,9 +261,8 @@ CHECK = "\n".join([
     'printf "%s\\n" "LOADEDMODULES=$LOADEDMODULES"',
     'printf "%s\\n" "EBROOTTORCHVISION=$EBROOTTORCHVISION"',
     'printf "%s\\n" "EBROOTPYTORCH=$EBROOTPYTORCH"',
-    'printf "%s\\n" "TORCHSTACK_TORCH_ABI=${TORCHSTACK_TORCH_ABI-<unset>}"',
-    'printf "%s\\n" "TORCHSTACK_TORCH_MODULE=${TORCHSTACK_TORCH_MODULE-<unset>}"',
-    'printf "%s\\n" "TORCHSTACK_CONSUMERS=${TORCHSTACK_CONSUMERS-<unset>}"',
+    *(f'printf "%s\\n" "{name}=${{{name}-<unset>}}"'
+      for name in (PROVIDER_VARIABLE, MODULE_VARIABLE, CONSUMERS_VARIABLE)),
 ])
 
 
@@ -270,10 +274,10 @@ def check_load(tree: Tree, home: Path) -> None:
     got = dict(line.split("=", 1) for line in result.stdout.splitlines() if "=" in line)
     expected = {
         "LOADEDMODULES": ":".join([PYTHON_MODULE, TORCH_MODULE, CONSUMER_MODULE]),
-        "TORCHSTACK_TORCH_ABI": PROVIDER.abi_tag if tree.guarded else "<unset>",
-        "TORCHSTACK_TORCH_MODULE": TORCH_MODULE if tree.guarded else "<unset>",
-        "TORCHSTACK_CONSUMERS": (halves.registration(CONSUMER, CONSUMER_MODULE, TORCH_MODULE)
-                                 if tree.guarded else "<unset>"),
+        PROVIDER_VARIABLE: PROVIDER.abi_tag if tree.guarded else "<unset>",
+        MODULE_VARIABLE: TORCH_MODULE if tree.guarded else "<unset>",
+        CONSUMERS_VARIABLE: (halves.registration(CONSUMER, CONSUMER_MODULE, TORCH_MODULE)
+                             if tree.guarded else "<unset>"),
     }
     wrong = [f"{k}={got.get(k)!r}, expected {v!r}" for k, v in expected.items()
              if got.get(k) != v]
