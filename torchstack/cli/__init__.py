@@ -37,6 +37,7 @@ def _subcommands() -> list[ModuleType]:
     from torchstack.cli import (
         catalog,
         check,
+        classify,
         doctor,
         easyblocks_path,
         fingerprint,
@@ -49,7 +50,7 @@ def _subcommands() -> list[ModuleType]:
         venv,
     )
 
-    return [fingerprint, check, generate, catalog, easyblocks_path, hooks_path, scan,
+    return [fingerprint, check, classify, generate, catalog, easyblocks_path, hooks_path, scan,
             rollout, lmod_sitepackage, doctor, jobs, venv]
 
 

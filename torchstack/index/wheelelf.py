@@ -91,13 +91,18 @@ class Prediction:
             "no torch in Requires-Dist"
         return f" [{said}; its C shims need torch>={self.shim_floor}]"
 
-    def summary(self, label: str) -> str:
-        """One report line: `xformers 0.0.35: stable, torch>=2.10 (cu12)` and the like."""
+    def summary(self, label: str, release: str | None = None) -> str:
+        """One report line: `xformers 0.0.35: stable, torch>=2.10 (cu12)` and the like;
+        `release`: the torch a C++ consumer naming none is to be built on."""
         fingerprint = self.fingerprint
         if fingerprint is None:
             return f"{label}: does not depend on torch"
         head = f"{fingerprint.name} {fingerprint.version}: {fingerprint.link}"
-        if fingerprint.link == "cxx":
+        if fingerprint.link == "cxx" and fingerprint.torch.release is None and release:
+            tag = fingerprint.abi_tag.replace("-unknown-", f"-{release}-", 1)
+            text = f"{head}, needs {tag} exactly (no torch release in its metadata: taken " \
+                f"as built on {release})"
+        elif fingerprint.link == "cxx":
             text = f"{head}, needs {fingerprint.abi_tag} exactly"
         elif fingerprint.link == "stable":
             flavour = fingerprint.abi_tag.rsplit("-", 1)[-1]
