@@ -148,6 +148,16 @@ class TestJsonPages:
         with pytest.raises(NotAnIndexPageError, match=message):
             parse_json("demo", json.dumps(page), PAGE)
 
+    def test_entry_quoted_short_whatever_it_nests(self) -> None:
+        # reprlib bounds each string, but escapes of wide characters in many keys add up
+        page = json_page()
+        keys = [f"{i}\x1f\U00018cd6\U00018cd6" for i in range(4)]
+        page["files"][0]["filename"] = {k: {k: {k: None for k in keys} for k in keys}
+                                        for k in keys}
+        with pytest.raises(NotAnIndexPageError, match="lacks 'filename' or 'url'") as caught:
+            parse_json("demo", json.dumps(page), PAGE)
+        assert len(str(caught.value)) < 400
+
     def test_unusable_file_url(self) -> None:
         page = json_page(1)
         page["files"][0]["url"] = "https://[::1/f/demo.whl"

@@ -133,8 +133,11 @@ def kind_of(value: Any) -> str:
     return TYPE_NAMES.get(type(value), type(value).__name__)
 
 
-def _short(value: Any) -> str:
-    return reprlib.repr(value)  # depth and length bounded, whatever the page nests
+def _short(value: Any, limit: int = 200) -> str:
+    """A repr bounded in depth, entries and length, whatever the page nests (reprlib bounds
+    each string, not the escapes of the whole)."""
+    text = reprlib.repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _absolute(page_url: str, href: str) -> str:
