@@ -263,14 +263,13 @@ def consumer_fingerprint(dist: Distribution,
 
 def torch_requirement(dist: Distribution) -> Requirement | None:
     """The unconditional (no extra) Requires-Dist on torch, None when there is none."""
-    # Imported here: only consumers need it, and it costs a provider fingerprint 25 ms.
-    from packaging.requirements import InvalidRequirement, Requirement
+    # Imported here: only consumers need it, and packaging.requirements costs a provider
+    # fingerprint 25 ms.
+    from torchstack import markers
 
     for line in dist.requires_dist:
-        try:
-            requirement = Requirement(line)
-        except InvalidRequirement:
-            log.debug("%s: ignoring unparsable Requires-Dist %r", dist.name, line)
+        requirement = markers.parse(line, dist.name)
+        if requirement is None:
             continue
         if requirement.name.lower() == "torch" and "extra" not in str(requirement.marker or ""):
             log.debug("%s: requires %r", dist.name, line)
