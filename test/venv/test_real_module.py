@@ -263,6 +263,24 @@ class TestActivation:
         assert code == 0
         assert "torchstack" not in err
 
+    @pytest.mark.parametrize(("shell", "script"), [
+        # Python's activate.csh reads $prompt, which only an interactive tcsh has
+        pytest.param("tcsh", "set prompt = \"> \"; source activate.csh", id="csh"),
+        pytest.param("fish", "source activate.fish", id="fish"),
+    ])
+    @pytest.mark.parametrize("load", [
+        pytest.param(PYTORCH, id="loaded"),
+        pytest.param(PYTHON, id="pytorch-not-loaded"),
+    ])
+    def test_other_shells(self, stand: Stand, venv: Path, shell: str, script: str, load: str
+                          ) -> None:
+        """The venv's own activate.csh and activate.fish, in a shell started under Lmod."""
+        code, _, err = stand.shell(f"cd {venv}/bin\n{shell} -c '{script}'", load=load)
+        assert code == 0, err
+        warning = (f"torchstack: warning: the venv {venv} was made on modules that are not "
+                   f"loaded: {PYTORCH}; run: module load {PYTORCH}\n")
+        assert (warning in err) == (load == PYTHON)
+
 
 class TestDoctor:
     def test_reports_the_constraints(self, stand: Stand, venv: Path) -> None:
