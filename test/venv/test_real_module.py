@@ -340,3 +340,14 @@ class TestRefusals:
             f"torchstack: error: no PyTorch module is loaded: {stand.eb_env.python_root}"
             "/bin/python3 sees no torch (module load PyTorch/<version> first)\n")
         assert not (tmp_path / "v").exists()
+
+    def test_python_of_another_venv(self, stand: Stand, venv: Path, tmp_path: Path) -> None:
+        """With a venv active, `python3` is that venv's: a venv on it would lose the module's
+        Python, so it is refused."""
+        code, _, err = stand.shell(f"source {venv}/bin/activate\ncd {REPO}\n"
+                                   f"{sys.executable} -m torchstack venv {tmp_path / 'v'}")
+        assert code == 2
+        assert err.endswith(f"torchstack: error: {venv}/bin/python3 is the Python of the venv "
+                            f"{venv}, not of a loaded module: deactivate that venv or pass "
+                            "--python\n")
+        assert not (tmp_path / "v").exists()
