@@ -28,6 +28,8 @@ REAL_WHEELS = {
     "torchcodec-0.17.0": "torchcodec==0.17.0",
     "xformers-0.0.35": "xformers==0.0.35",
     "torchao-0.18.0": "torchao==0.18.0",
+    # C++ API of libtorch, no torch in its Requires-Dist; runs on 2.14.1, not on 2.13.0
+    "fbgemm_gpu_cpu-1.9.0": "fbgemm_gpu_cpu==1.9.0",
 }
 
 

@@ -27,6 +27,15 @@ CALLS = {
     "vision": "import torch, torchvision; from torchvision.ops import nms; "
               "nms(torch.tensor([[0., 0., 1., 1.]]), torch.tensor([1.]), 0.5)",
 }
+# Real consumers beyond the companions (test_swap_consumers.py), each calling an operator of
+# its own: fbgemm-gpu-cpu (cxx, no torch in its Requires-Dist), torchaudio (stable, CUDA 13).
+BEYOND_CALLS = {
+    "fbgemm": "import torch, fbgemm_gpu; x = torch.tensor([1, 2, 3]); "
+              "assert torch.ops.fbgemm.asynchronous_complete_cumsum(x).tolist() == [0, 1, 3, 6]",
+    "audio": "import torch; from torchaudio.functional import forced_align; "
+             "e = torch.randn(1, 10, 5).log_softmax(-1); "
+             "forced_align(e, torch.tensor([[1, 2, 3]], dtype=torch.int32), blank=0)",
+}
 _MARK = "--- environment ---"
 # Variables that differ between two shells whatever Lmod does.
 _VOLATILE = ("_", "SHLVL", "OLDPWD")
@@ -44,7 +53,7 @@ class Cell:
 
 def works(consumer: str) -> str:
     """The shell line that imports the consumer and calls one of its functions."""
-    return f"python -c {shlex.quote(CALLS[consumer])}"
+    return f"python -c {shlex.quote((CALLS | BEYOND_CALLS)[consumer])}"
 
 
 def message(run: subprocess.CompletedProcess[str]) -> str:

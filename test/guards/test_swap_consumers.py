@@ -1,0 +1,88 @@
+"""Real consumers beyond the companions, installed by real eb from real PyPI wheels and
+guarded like the others: fbgemm-gpu-cpu 1.9.0 (libtorch's C++ API; its Requires-Dist names no
+torch) and torchaudio 2.11.1 (stable C shims, CUDA 13), both on PyTorch 2.14.1 (CUDA 13).
+
+What install records must be what torchstack.index.wheelelf predicted from range reads of the
+same wheel before install, and every swap and load verdict must agree with reality
+(swapmatrix.py): refused where the pair really fails, on the CPU-only torch 2.13.0.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import PYTORCH_CUDA, stage_wheels
+from ebenv import EasyBuildEnv, wheel_easyconfig
+from swapmatrix import Cell, assert_load, assert_runs_on_own, assert_swap, software
+
+from torchstack import compat
+from torchstack.guards.record import read_fingerprint
+from torchstack.index import wheelelf
+
+CPU, CUDA = "PyTorch/2.13.0-whl", "PyTorch/2.14.1-CUDA-13.0-whl"
+CELLS = [
+    Cell("fbgemm", CUDA, CPU, False),  # cxx: built on 2.14, 2.13.0 lacks its symbols
+    Cell("audio", CUDA, CPU, False),   # stable: its shims need 2.13.0, its CUDA code a CUDA torch
+]
+IDS = ["cxx-older-release", "stable-cpu-provider"]
+# key -> (REAL_WHEELS key, module name, version, what the sanity check imports): the
+# fbgemm wheel also ships a top-level `list_versions` package that needs click, so its
+# easyconfig names the module to import, as upstream easyconfigs do with `modulename`
+WHEELS = {"fbgemm": ("fbgemm_gpu_cpu-1.9.0", "fbgemm-gpu-cpu", "1.9.0", "fbgemm_gpu"),
+          "audio": ("torchaudio-2.11.1", "torchaudio", "2.11.1", None)}
+
+
+def beyond_module(eb_env: EasyBuildEnv, wheel: Path, name: str, version: str,
+                  modulename: str | None) -> str:
+    """One real consumer wheel as a module on PyTorch 2.14.1 (CUDA 13)."""
+    easyconfig = wheel_easyconfig(eb_env.root / f"{name}-{version}-whl.eb", name, version,
+                                  stage_wheels(eb_env, name, [wheel]), [PYTORCH_CUDA])
+    if modulename:
+        text = easyconfig.read_text().replace("'sources':", f"'modulename': {modulename!r}, "
+                                                           "'sources':", 1)
+        easyconfig.write_text(text)
+    result = eb_env.eb(easyconfig)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    return f"{name}/{version}-whl"
+
+
+@pytest.fixture(scope="session")
+def beyond_modules(eb_env: EasyBuildEnv, cuda_wheels_module: str, pytorch_cpu_module: str,
+                   real_wheel: Any) -> dict[str, str]:
+    return {key: beyond_module(eb_env, real_wheel(wheel), name, version, modulename)
+            for key, (wheel, name, version, modulename) in WHEELS.items()}
+
+
+class TestPredictionIsRecorded:
+    @pytest.mark.parametrize("key, link", [("fbgemm", "cxx"), ("audio", "stable")])
+    def test_recorded_equals_predicted(self, eb_env: EasyBuildEnv, real_wheel: Any,
+                                       beyond_modules: dict[str, str], key: str,
+                                       link: str) -> None:
+        wheel: Path = real_wheel(WHEELS[key][0])
+        predicted = wheelelf.predict_file(wheel).fingerprint
+        provider = read_fingerprint(software(eb_env, CUDA))
+        recorded = read_fingerprint(software(eb_env, beyond_modules[key]))
+        assert predicted is not None and provider is not None and recorded is not None
+        # a C++ consumer that names no release is taken as built on the torch it installs on
+        expected = compat.assume_built_against(provider, predicted)
+        assert (recorded.link, recorded.abi_tag, recorded.cuda_major) == \
+            (link, expected.abi_tag, expected.cuda_major)
+
+
+class TestSwap:
+    @pytest.mark.parametrize("cell", CELLS, ids=IDS)
+    def test_swap_verdict_matches_reality(self, eb_env: EasyBuildEnv,
+                                          beyond_modules: dict[str, str], cell: Cell) -> None:
+        assert_swap(eb_env, beyond_modules[cell.consumer], cell)
+
+    @pytest.mark.parametrize("cell", CELLS, ids=IDS)
+    def test_load_on_other_provider(self, eb_env: EasyBuildEnv,
+                                    beyond_modules: dict[str, str], cell: Cell) -> None:
+        assert_load(eb_env, beyond_modules[cell.consumer], cell)
+
+    @pytest.mark.parametrize("consumer", sorted(WHEELS))
+    def test_own_provider(self, eb_env: EasyBuildEnv, beyond_modules: dict[str, str],
+                          consumer: str) -> None:
+        assert_runs_on_own(eb_env, beyond_modules[consumer], consumer)
