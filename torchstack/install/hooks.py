@@ -9,12 +9,10 @@ torch are left untouched.
 """
 
 from easybuild.tools.build_log import EasyBuildError
-from easybuild.tools.modules import get_software_root
 
 from torchstack import TorchstackError
-from torchstack.distributions import DistributionError
-from torchstack.guards import modulefile, record
-from torchstack.install import torchcheck
+from torchstack.guards import modulefile
+from torchstack.install import steps
 
 ATTRIBUTE = 'torchstack_fingerprint'
 
@@ -23,17 +21,9 @@ def post_postproc_hook(self, *args, **kwargs):
     """Fingerprint the installation; refuse consumers that do not fit the torch under them."""
     if getattr(self, 'torchstack_guards', False):  # a torchstack easyblock does it itself
         return
-    try:
-        found = torchcheck.examine(self.installdir, get_software_root('PyTorch'))
-    except DistributionError:
-        self.log.info("torchstack: no Python distributions in %s, nothing to record", self.installdir)
-        return
-    except TorchstackError as err:
-        raise EasyBuildError("torchstack: %s", err) from err
-    if found.fingerprint is not None:
-        record.write_fingerprint(self.installdir, found.fingerprint)
-        setattr(self, ATTRIBUTE, found.fingerprint)
-        self.log.info("torchstack: %s", record.whatis_line(found.fingerprint))
+    fingerprint = steps.record_fingerprint(self, any_easyblock=True)
+    if fingerprint is not None:
+        setattr(self, ATTRIBUTE, fingerprint)
 
 
 def module_write_hook(self, filepath, module_txt, *args, **kwargs):

@@ -4,7 +4,8 @@ Each function takes the running easyblock (an EasyBuild EasyBlock; EasyBuild has
 information) and reports problems as EasyBuildError with a `torchstack:` prefix, so that both
 easyblocks stay glue and record the same fingerprint file, whatis line and guard halves:
 - post-processing: fingerprint the installation, refuse consumers that do not fit the torch
-  under them, write `<installdir>/easybuild/torchstack-fingerprint.json` (`record_fingerprint`);
+  under them, write `<installdir>/easybuild/torchstack-fingerprint.json` (`record_fingerprint`,
+  which the hooks file calls for installations of any other easyblock too);
 - sanity check: every shared object finds its libraries, the installed torch is the one the
   easyconfig declares (`check_libraries_resolve`, `check_declared_torch`);
 - module file: the consumer half before the dependency on PyTorch, the provider half at the
@@ -23,6 +24,7 @@ from easybuild.tools.build_log import EasyBuildError
 from easybuild.tools.modules import get_software_root, get_software_version
 
 from torchstack import compat
+from torchstack.distributions import DistributionError
 from torchstack.errors import TorchstackError
 from torchstack.fingerprint import Fingerprint
 from torchstack.guards import modulefile, record
@@ -37,18 +39,32 @@ def dependency_roots(block: EasyBlock, runtime_only: bool = False) -> list[str]:
     return [root for root in (get_software_root(name) for name in names) if root]
 
 
-def record_fingerprint(block: EasyBlock) -> Fingerprint | None:
-    """Fingerprint the installation and record it; None when it holds nothing torch-related
-    or nothing was installed (eb --extended-dry-run)."""
+def record_fingerprint(block: EasyBlock, any_easyblock: bool = False) -> Fingerprint | None:
+    """Fingerprint the installation, refuse consumers that do not fit the torch under them,
+    record the fingerprint and add its whatis line; None when the installation holds nothing
+    torch-related or nothing was installed (eb --extended-dry-run).
+
+    `any_easyblock` (the hooks file): an installation without Python distributions is left
+    alone, and the module file keeps the easyblock's whatis lines (the line is only logged).
+    """
     if block.dry_run:
         return None
     try:
         found = torchcheck.examine(block.installdir, get_software_root("PyTorch"))
+    except DistributionError as err:
+        if not any_easyblock:
+            raise EasyBuildError("torchstack: %s", err) from err
+        block.log.info("torchstack: no Python distributions in %s, nothing to record",
+                       block.installdir)
+        return None
     except TorchstackError as err:
         raise EasyBuildError("torchstack: %s", err) from err
     if found.fingerprint is not None:
         record.write_fingerprint(block.installdir, found.fingerprint)
-        _add_whatis(block, found.fingerprint)
+        if any_easyblock:
+            block.log.info("%s", record.whatis_line(found.fingerprint))
+        else:
+            _add_whatis(block, found.fingerprint)
     return found.fingerprint
 
 
