@@ -20,10 +20,11 @@ the four PyTorch variant indexes as sites meet them when download.pytorch.org ca
 reached (two host names that do not resolve, two loopback ports that refuse). Anchor: the run
 without them; target: at most 1.5x its wall time.
 
-Consumers: the real consumer wheels of this machine's pip configuration (torchvision 0.28.0,
-cxx; torchvision 0.29.1, torchaudio, torchcodec, xformers, torchao, stable) served on
-127.0.0.1, each classified before install from range reads (torchstack.index.wheelelf): the
-bytes the server sent for the wheel against its size, and the predicted class.
+Consumers: the real consumer wheels of this machine's pip configuration (torchvision 0.28.0
+and fbgemm-gpu-cpu, cxx; torchvision 0.29.1, torchaudio, torchcodec, xformers and torchao,
+stable) served on 127.0.0.1, each classified before install from range reads
+(torchstack.index.wheelelf): the bytes the server sent for the wheel against its size, and
+the predicted class.
 
 Usage: python3 bench/generate.py [--rounds N] [--json]
 """
@@ -62,7 +63,7 @@ TARGET_RATIO, TARGET_SECONDS, TARGET_DEAD = 1000.0, 10.0, 1.5
 # costs about a megabyte (measured on torch 2.14.1: 1.24 MB), which the sparse wheels repeat.
 TORCH_MEMBERS = 10_000
 CONSUMERS = ("torchvision-0.28.0", "torchvision-0.29.1", "torchaudio-2.11.1",
-             "torchcodec-0.17.0", "xformers-0.0.35", "torchao-0.18.0")
+             "torchcodec-0.17.0", "xformers-0.0.35", "torchao-0.18.0", "fbgemm_gpu_cpu-1.9.0")
 
 
 def build_index(folder: Path) -> tuple[list[Path], dict[str, int]]:

@@ -35,6 +35,8 @@ REAL_CONSUMERS = {
     "torchcodec-0.17.0": ("stable", "torch-2.11.0-stable-cu13"),
     "xformers-0.0.35": ("stable", "torch-2.10-stable-cu12"),
     "torchao-0.18.0": ("stable", "torch-2.11.0-stable-cu13"),
+    # .hash before .gnu.hash, no build-id note; no torch release in its metadata
+    "fbgemm_gpu_cpu-1.9.0": ("cxx", "torch-unknown-cxx11-cpu"),
 }
 
 
@@ -76,9 +78,10 @@ class TestRealWheels:
         assert contract(prediction.fingerprint) == contract(installed)
         assert (installed.link, installed.abi_tag) == REAL_CONSUMERS[key]
         # ranges only: the page, the tail, the directory and prefixes of the shared objects
-        assert prediction.bytes_read < wheel.stat().st_size // 8
+        assert prediction.bytes_read < wheel.stat().st_size // 5
         assert server.bytes_sent - before < prediction.bytes_read + 64 * 1024
         assert not prediction.unread
+        assert {o.how for o in prediction.objects} <= {"tables", "whole"}
 
     @pytest.mark.parametrize("key", sorted(REAL_CONSUMERS))
     def test_tables_equal_the_whole_file(self, real_consumers: dict[str, Path],

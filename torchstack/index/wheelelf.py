@@ -2,13 +2,15 @@
 
 Read per wheel: its tail and zip central directory, METADATA and `<package>/version.py`; per
 shared object, only the inflated prefix that holds the ELF header, the program headers, the
-GNU hash table, .dynsym and .dynstr. A deflated member cannot be entered in the middle, so
+hash tables, .dynsym and .dynstr. A deflated member cannot be entered in the middle, so
 its prefix is inflated as a stream and the reads stop once the tables are in hand.
 
 Where the tables are is known without the section headers or the dynamic section (both lie
-near the end of the file): GNU ld places .note*, .gnu.hash, .dynsym and .dynstr in that order
-straight after the program headers, the hash table gives the number of symbols, and .dynstr
-ends with DT_NEEDED, DT_SONAME and the version names after the last symbol name. An object
+near the end of the file): GNU ld places .note*, .hash and/or .gnu.hash, .dynsym and .dynstr
+in that order straight after the program headers, in the first loaded segment; a hash table
+gives the number of symbols, and .dynstr holds the names of DT_NEEDED, DT_SONAME and RPATH
+among the symbol names (a library's file name that is not the object's own counts as needed).
+An object
 laid out otherwise (patchelf moves .dynstr to the end when it grows an RPATH) is read whole,
 up to `max_inflated` bytes; beyond that it is reported as not read, never guessed at.
 
@@ -22,7 +24,6 @@ import io
 import logging
 import struct
 import zlib
-from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,8 +46,7 @@ _EHDR = struct.Struct("<16sHHIQQQIHHHHHH")
 _PHDR = struct.Struct("<IIQQQQQQ")
 _SYM = struct.Struct("<IBBHQQ")
 _GNU_HASH = struct.Struct("<4I")
-_PT_NOTE = 4
-_MAX_TAIL_STRINGS = 64 << 10  # DT_NEEDED, DT_SONAME, RPATH and version names after the symbols
+_PT_LOAD, _PT_NOTE = 1, 4
 
 
 class WheelElfError(TorchstackError):
@@ -199,10 +199,15 @@ def _tables(prefix: MemberPrefix) -> linkclass.ObjectSymbols | None:
     phdr_end = phoff + phnum * phentsize
     data = prefix.need(phdr_end)
     phdrs = [_PHDR.unpack_from(data, phoff + i * phentsize) for i in range(phnum)]
-    hash_at = _after_notes(phdr_end, [(p[2], p[5]) for p in phdrs if p[0] == _PT_NOTE])
-    if hash_at is None:
+    first = [p[2] + p[5] for p in phdrs if p[0] == _PT_LOAD and p[2] == 0]
+    tables_at = _after_notes(phdr_end, [(p[2], p[5]) for p in phdrs if p[0] == _PT_NOTE])
+    if not first:
         return None
-    count, dynsym_at = _gnu_hash(prefix, hash_at)
+    limit = first[0]
+    found = _hash_tables(prefix, tables_at, limit)
+    if found is None:
+        return None
+    count, dynsym_at = found
     dynstr_at = dynsym_at + count * _SYM.size
     data = prefix.need(dynstr_at + 1)
     if data[dynsym_at:dynsym_at + _SYM.size] != bytes(_SYM.size) or data[dynstr_at] != 0:
@@ -211,27 +216,57 @@ def _tables(prefix: MemberPrefix) -> linkclass.ObjectSymbols | None:
     strings = _Strings(prefix, dynstr_at)
     undefined = frozenset(strings.at(e[0]) for e in entries if e[3] == 0 and e[0])
     last = max((e[0] + len(strings.at(e[0])) for e in entries if e[0]), default=0)
+    every, end = strings.scan(limit - dynstr_at)
+    if end < last:  # the table has a hole before its last symbol name: not GNU ld's
+        return None
     own = prefix.member.name.rsplit("/", 1)[-1]
-    libraries = {s for s in strings.after(last + 1) if ".so" in s and "/" not in s and s != own}
+    libraries = {s for s in every if ".so" in s and "/" not in s and s != own}
     return linkclass.ObjectSymbols(prefix.member.name, frozenset(libraries), undefined)
 
 
-def _after_notes(phdr_end: int, notes: list[tuple[int, int]]) -> int | None:
-    """Where .gnu.hash starts: after the notes that follow the program headers at once."""
+def _after_notes(phdr_end: int, notes: list[tuple[int, int]]) -> int:
+    """Where the hash tables start: after the notes that follow the program headers at once."""
     end = _align(phdr_end, 4)
-    if not any(offset == end for offset, _ in notes):
-        return None
     for offset, size in sorted(notes):
         if offset == end:
             end = _align(offset + size, 4)
     return _align(end, 8)
 
 
-def _gnu_hash(prefix: MemberPrefix, at: int) -> tuple[int, int]:
-    """The number of dynamic symbols and where .dynsym starts, from the GNU hash table."""
+def _hash_tables(prefix: MemberPrefix, at: int, limit: int) -> tuple[int, int] | None:
+    """The number of dynamic symbols and where .dynsym starts, from the hash tables GNU ld
+    puts at `at` (.hash, .gnu.hash, or both in that order), all before `limit` (the end of
+    the first loaded segment); None when neither reading fits."""
+    if at + 8 > limit:
+        return None
+    nbucket, nchain = struct.unpack_from("<2I", prefix.need(at + 8), at)
+    sysv_end = _align(at + 8 + 4 * (nbucket + nchain), 8)
+    if nbucket and nchain and sysv_end < limit:
+        after = _gnu_hash(prefix, sysv_end, limit)
+        if after is not None and after[0] == nchain:
+            return after
+        if _null_symbol(prefix, sysv_end, limit):
+            return nchain, sysv_end
+    found = _gnu_hash(prefix, at, limit)
+    return found if found is not None and _null_symbol(prefix, found[1], limit) else None
+
+
+def _null_symbol(prefix: MemberPrefix, at: int, limit: int) -> bool:
+    """Whether .dynsym can start at `at`: its first entry is all zero."""
+    end = at + _SYM.size
+    return end <= limit and prefix.need(end)[at:end] == bytes(_SYM.size)
+
+
+def _gnu_hash(prefix: MemberPrefix, at: int, limit: int) -> tuple[int, int] | None:
+    """The number of dynamic symbols and where .dynsym starts, from a GNU hash table at `at`;
+    None when the table would reach `limit`."""
+    if at + 16 > limit:
+        return None
     nbuckets, symoffset, bloom_size, _ = _GNU_HASH.unpack_from(prefix.need(at + 16), at)
     buckets_at = at + 16 + bloom_size * 8
     chains_at = buckets_at + nbuckets * 4
+    if not nbuckets or chains_at > limit:
+        return None
     data = prefix.need(chains_at)
     buckets = struct.unpack_from(f"<{nbuckets}I", data, buckets_at)
     index = max(buckets, default=0)
@@ -239,6 +274,8 @@ def _gnu_hash(prefix: MemberPrefix, at: int) -> tuple[int, int]:
         return symoffset, _align(chains_at, 8)
     while True:  # walk the last chain to its end bit
         position = chains_at + (index - symoffset) * 4
+        if position + 4 > limit:
+            return None
         (value,) = struct.unpack_from("<I", prefix.need(position + 4), position)
         index += 1
         if value & 1:
@@ -262,15 +299,18 @@ class _Strings:
                 raise WheelElfError(f"{self.prefix.member.name!r}: a string runs past its end")
             self.prefix.need(min(len(data) + 4096, self.prefix.member.uncompressed))
 
-    def after(self, offset: int) -> Iterator[str]:
-        """The strings from `offset` to the first empty or unprintable one (.dynstr's end)."""
-        limit = offset + _MAX_TAIL_STRINGS
-        while offset < limit:
+    def scan(self, size: int) -> tuple[list[str], int]:
+        """Every string of .dynstr in order (DT_NEEDED, DT_SONAME and RPATH among the symbol
+        names, wherever the linker put them) up to the first empty or unprintable one, which
+        is the next section, or `size` bytes; and the offset where the scan stopped."""
+        found, offset = [], 1
+        while offset < size:
             text = self.at(offset)
             if not text or not text.isprintable():
-                return
-            yield text
+                break
+            found.append(text)
             offset += len(text) + 1
+        return found, offset
 
 
 def _align(value: int, alignment: int) -> int:
