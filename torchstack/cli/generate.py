@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -61,6 +62,13 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="oldest glibc of the cluster, for wheel tags (default 2.28)")
     parser.add_argument("--allow-download-hash", action="store_true",
                         help="download and hash a wheel whose index gives no sha256")
+    parser.add_argument("--with", dest="projects", action="append", default=[],
+                        metavar="PROJECT[SPEC]",
+                        help="a torch consumer the site carries, e.g. xformers or 'torchao<0.19' "
+                             "(repeatable): resolved, classified and written after torch")
+    parser.add_argument("--with-file", dest="project_files", action="append", default=[],
+                        type=Path, metavar="FILE",
+                        help="a file of such projects, one requirement a line, # comments")
     parser.add_argument("--print-build-command", action="store_true",
                         help="print the eb commands that build the written easystacks (here, "
                              "and as Slurm jobs) instead of the report")
@@ -82,6 +90,9 @@ def execute(args: argparse.Namespace) -> int:
         from torchstack.generator.release import newest_release
 
         release = newest_release(indexes)
+    from torchstack.index.consumers import parse_projects
+
+    site = parse_projects(args.projects, args.project_files)
     specs = tuple(args.toolchains or DEFAULT_TOOLCHAINS)
     settings = plan.Settings(
         release=release, toolchains=tuple(s for s in specs if s != NEWEST),
@@ -90,7 +101,8 @@ def execute(args: argparse.Namespace) -> int:
         stages=tuple(args.stages or ("whl",)), cuda_libs=args.cuda_libs,
         glibc=_glibc(args.glibc),
         robot_paths=tuple(args.robot_paths.split(":")) if args.robot_paths else None,
-        allow_download_hash=args.allow_download_hash)
+        allow_download_hash=args.allow_download_hash,
+        consumers=tuple(str(r) for r in site))
     if NEWEST in specs:
         if len(specs) > 1:
             raise TorchstackError("--toolchain newest stands alone")

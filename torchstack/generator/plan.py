@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from torchstack import cudalibs, variants
@@ -29,6 +30,7 @@ from torchstack.generator import (
     namesakes,
     projects,
     render,
+    siteprojects,
     stage2,
     suffixes,
     toolchains,
@@ -68,6 +70,7 @@ class Settings:
     glibc: tuple[int, int] = (2, 28)
     robot_paths: tuple[str, ...] | None = None
     allow_download_hash: bool = False
+    consumers: tuple[str, ...] = ()  # the site's torch consumers, as requirements (--with)
 
 
 @dataclass(frozen=True)
@@ -240,15 +243,37 @@ class _WheelSet:
                 self._easyconfig(companion, [*self._cuda_deps(False), on_torch],
                                  f"needs torch {self.set.torch.version}: {companion.why} "
                                  f"(link class and abi_tag recorded at install)")
+        for line in self.settings.consumers:  # after torch, in the order the site gave
+            self._site_project(Requirement(line), on_torch)
         return self.out
+
+    def _site_project(self, requirement: Requirement, on_torch: str) -> None:
+        """A consumer the site carries: written when a release fits and its predicted class
+        runs on this set's torch; otherwise reported with the reason, before any build."""
+        project = canonicalize_name(requirement.name)
+        if any(c.project == project for c in self.set.companions):
+            self.out.notes.append(f"{project}: a companion of torch {self.set.torch.version}, "
+                                  "generated as such")
+            return
+        found = siteprojects.resolve(self.resolver, requirement, self.set.torch,
+                                     self.set.variant, self.targets)
+        self.out.notes.extend(found.notes)
+        if found.resolved is None:
+            return
+        try:
+            self._easyconfig(found.resolved, [*self._cuda_deps(False), on_torch], found.abi,
+                             about=siteprojects.about(found.resolved.project))
+        except TorchstackError as exc:
+            self.out.notes.append(f"{found.resolved.project}: not built: {exc}")
 
     def _easyconfig(self, resolved: Resolved, own_deps: list[str], abi: str,
                     provides: str | None = None,
-                    toolchain: toolchains.Toolchain | None = None) -> render.EasyconfigText:
+                    toolchain: toolchains.Toolchain | None = None,
+                    about: projects.About | None = None) -> render.EasyconfigText:
         """Render one easyconfig; `provides` is the abi_tag of a torch provider."""
         provider = provides is not None
         toolchain = toolchain or self.toolchain
-        about = projects.about(resolved.project)
+        about = about or projects.about(resolved.project)
         providers = self._providers_of(toolchain)
         found = closure.close(self._requirements(resolved), self.targets, providers,
                               self.resolver, self.excluded)

@@ -1,0 +1,97 @@
+"""torchstack generate --with / --with-file: a site's torch consumers beyond the companions,
+resolved against real wheels on 127.0.0.1 (torch 2.14.1 with its CUDA 13 wheels, torchaudio
+2.11.1, fbgemm-gpu-cpu 1.9.0, xformers 0.0.35) and a small pure-Python project, classified
+before install, written as -whl easyconfigs on the PyTorch module, or reported with the reason.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from indexserver import IndexServer
+from wheelbuild import build_wheel
+
+from torchstack.cli import main
+
+SUFFIX = "foss-2023a-CUDA-13.0.2-whl"
+
+
+@pytest.fixture(scope="module")
+def site_index(cuda_stack: dict[str, Path], real_wheel: object,
+               tmp_path_factory: pytest.TempPathFactory) -> Iterator[IndexServer]:
+    folder = tmp_path_factory.mktemp("site-projects")
+    pure = [build_wheel(folder, "torchpure", "2.0", {"torchpure/__init__.py": b""},
+                        ("torch>=2.15",)),
+            build_wheel(folder, "torchpure", "1.0", {"torchpure/__init__.py": b""},
+                        ("torch>=2.13",))]
+    real = [real_wheel(key) for key in  # type: ignore[operator]
+            ("torchaudio-2.11.1", "torchcodec-0.17.0", "fbgemm_gpu_cpu-1.9.0",
+             "xformers-0.0.35")]
+    with IndexServer([*cuda_stack.values(), *real, *pure]) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def generated(site_index: IndexServer, tmp_path_factory: pytest.TempPathFactory
+              ) -> tuple[int, str, Path]:
+    out = tmp_path_factory.mktemp("generated") / "out"
+    listing = out.parent / "projects.txt"
+    listing.write_text("# the site's list\nxformers\ntorchpure  # pure Python\n")
+    capture = out.parent / "stdout.txt"
+    import contextlib
+
+    with open(capture, "w") as handle, contextlib.redirect_stdout(handle):
+        code = main(["generate", "2.14.1", "--index", site_index.index_url, "--toolchain",
+                     "foss/2023a", "--arch", "x86_64", "--out", str(out),
+                     "--with", "torchcodec", "--with", "fbgemm-gpu-cpu", "--with", "torchaudio",
+                     "--with-file", str(listing)])
+    return code, capture.read_text(), out
+
+
+class TestSiteProjects:
+    def test_written_on_the_pytorch_module(self, generated: tuple[int, str, Path]) -> None:
+        code, _, out = generated
+        assert code == 0
+        for name in ("torchcodec-0.17.0", "fbgemm-gpu-cpu-1.9.0", "torchpure-1.0"):
+            text = (out / f"{name}-{SUFFIX}.eb").read_text()
+            assert "easyblock = 'PyTorchWheels'" in text
+            assert "('PyTorch', '2.14.1', '-CUDA-13.0.2-whl')" in text
+
+    def test_report_says_each_class(self, generated: tuple[int, str, Path]) -> None:
+        _, stdout, _ = generated
+        assert re.search(r"generated torchcodec-0\.17\.0-\S+ \(x86_64\): torchcodec 0\.17\.0: "
+                         r"stable, torch>=2\.11\.0 \(cu13\)", stdout), stdout
+        assert re.search(r"generated fbgemm-gpu-cpu-1\.9\.0-\S+ \(x86_64\): fbgemm_gpu-cpu "
+                         r"1\.9\.0: cxx, needs torch-2\.14\.1-cxx11-cu13 exactly \(no torch "
+                         r"release in its metadata: taken as built on 2\.14\.1\)", stdout), stdout
+        assert re.search(r"generated torchpure-1\.0-\S+ \(x86_64\): torchpure 1\.0: python, "
+                         r"torch>=2\.13",
+                         stdout), stdout
+
+    def test_unfit_project_reported_not_written(self, generated: tuple[int, str, Path]) -> None:
+        _, stdout, out = generated
+        # xformers 0.0.35 has CUDA 12 code: it cannot run on the CUDA 13 torch of this set
+        assert "xformers: not built: xformers 0.0.35 needs a cu12 torch, torch 2.14.1 is cu13" \
+            in stdout
+        assert not list(out.glob("xformers-*.eb"))
+
+    def test_easystack_in_dependency_order(self, generated: tuple[int, str, Path]) -> None:
+        _, _, out = generated
+        (stack,) = out.glob("easystack-*-x86_64.yaml")
+        text = stack.read_text()
+        order = [text.index(f"{n}-") for n in ("Triton", "PyTorch", "torchcodec-0.17.0",
+                                                 "fbgemm-gpu-cpu", "torchpure")]
+        assert order == sorted(order)
+
+    def test_companion_named_by_the_site(self, generated: tuple[int, str, Path]) -> None:
+        _, stdout, out = generated
+        assert "torchaudio: a companion of torch 2.14.1, generated as such" in stdout
+        assert len(list(out.glob("torchaudio-*.eb"))) == 1
+
+    def test_bad_project_list(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        assert main(["generate", "2.14.1", "--with", "torch", "--out", str(tmp_path)]) == 2
+        err = capsys.readouterr().err
+        assert err == "torchstack: error: --with: 'torch' is torch itself\n"

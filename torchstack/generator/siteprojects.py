@@ -1,0 +1,143 @@
+"""The torch consumers a site carries beyond the companions (`generate --with`), resolved for
+one variant set: per architecture, the newest release its requirement admits whose
+Requires-Dist accepts the set's torch and that has a wheel there; then predicted from range
+reads of that wheel (index.wheelelf) and checked against the set's torch, so that a consumer
+that cannot run on it is reported before anything is built, never written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from torchstack import compat, markers, variants
+from torchstack.errors import TorchstackError
+from torchstack.fingerprint import Fingerprint, TorchFacts, abi_tag
+from torchstack.generator import abi
+from torchstack.generator._releasetypes import Resolved, Target
+from torchstack.generator.projects import About
+from torchstack.generator.release import Resolver
+from torchstack.index import consumers
+from torchstack.index.protocol import Index, IndexFile
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Found:
+    """A site project for one variant set: what to write (if anything) and the report lines."""
+
+    resolved: Resolved | None = None
+    abi: str = ""  # the predicted class, for the report of the written easyconfig
+    notes: list[str] = field(default_factory=list)
+
+
+def about(project: str) -> About:
+    """The module of a site project: its name as its index spells it."""
+    return About(project, f"https://pypi.org/project/{project}/",
+                 f"{project}: a PyTorch extension, installed from its wheels.")
+
+
+def resolve(resolver: Resolver, requirement: Requirement, torch: Resolved, variant: str,
+            targets: Sequence[Target]) -> Found:
+    """The project's release for the set's architectures, its prediction, or why none."""
+    project = canonicalize_name(requirement.name)
+    found = Found()
+    chosen: dict[str, tuple[Index, Version, IndexFile, tuple[str, ...]]] = {}
+    for target in targets:
+        pick, why = _newest(resolver, requirement, torch, target)
+        if pick is None:
+            found.notes.append(f"{project}: not built for {target.arch}: {why}")
+        else:
+            chosen[target.arch] = pick
+    if not chosen:
+        return found
+    version = max((v for _, v, _, _ in chosen.values()),
+                  key=lambda v: (sum(c[1] == v for c in chosen.values()), v))
+    index, _, first, requires = next(c for c in chosen.values() if c[1] == version)
+    for arch, (_, other, _, _) in chosen.items():
+        if other != version:
+            found.notes.append(f"{project}: not built for {arch}: its newest fitting release "
+                               f"{other} differs from {version}, taken for the others")
+    wheels = {a: c[2] for a, c in chosen.items() if c[1] == version}
+    resolved = Resolved(project, str(version), wheels, requires, index.location,
+                        f"the newest {project} whose Requires-Dist accepts torch "
+                        f"{torch.version}")
+    return _checked(found, resolved, index, first, torch, variant)
+
+
+def _newest(resolver: Resolver, requirement: Requirement, torch: Resolved, target: Target
+            ) -> tuple[tuple[Index, Version, IndexFile, tuple[str, ...]] | None, str]:
+    release = Version(torch.public_version)
+    refused: list[str] = []
+    for index in resolver.indexes:
+        for version, wheels in resolver.versions(index, canonicalize_name(requirement.name),
+                                                 [target], None, False):
+            if not requirement.specifier.contains(version, prereleases=False):
+                continue
+            requires = resolver.requires_dist(index, wheels[target.arch])
+            spec = _torch_spec(requires, target)
+            if spec is not None and not spec.contains(release, prereleases=True):
+                refused.append(f"{version} requires torch{spec}")
+                continue
+            return (index, version, wheels[target.arch], requires), ""
+    if refused:
+        return None, f"no release accepts torch {torch.version} ({'; '.join(refused[:2])})"
+    return None, (f"no release that {str(requirement)!r} admits has a wheel for Python "
+                  f"{target.python_version} on {target.arch}")
+
+
+def _torch_spec(requires: tuple[str, ...], target: Target) -> SpecifierSet | None:
+    """The specifier of the project's own requirement on torch that applies on `target`."""
+    for line in requires:
+        requirement = markers.parse(line, "site project")
+        if requirement is not None and canonicalize_name(requirement.name) == "torch" \
+                and target.applies(requirement):
+            return requirement.specifier
+    return None
+
+
+def _checked(found: Found, resolved: Resolved, index: Index, file: IndexFile, torch: Resolved,
+             variant: str) -> Found:
+    """The prediction of the chosen wheel checked against the set's torch."""
+    label = f"{resolved.project} {resolved.version}"
+    try:
+        prediction = consumers.predict(index, file)
+    except TorchstackError as exc:
+        log.debug("%s: no prediction: %s", label, exc)
+        found.resolved = resolved
+        found.abi = f"{label}: class recorded at install ({exc})"
+        return found
+    predicted = prediction.fingerprint
+    if predicted is None:
+        found.resolved, found.abi = resolved, f"{label}: does not depend on torch"
+        return found
+    provider = _provider(torch, variant)
+    assumed = compat.assume_built_against(provider, predicted)
+    verdict = compat.check(provider, assumed)
+    if not verdict.compatible:
+        found.notes.append(f"{resolved.project}: not built: {'; '.join(verdict.reasons)}")
+        return found
+    found.resolved = resolved
+    found.abi = dataclasses.replace(prediction, fingerprint=assumed).summary(label)
+    if assumed is not predicted:  # what install records too (compat.assume_built_against)
+        found.abi += f" (no torch release in its metadata: taken as built on {torch.version})"
+    return found
+
+
+def _provider(torch: Resolved, variant: str) -> Fingerprint:
+    """The fingerprint the set's official torch wheel will record, from version and variant."""
+    release = Version(torch.version)
+    parsed = variants.parse(variant)
+    facts = TorchFacts(release.public, release.local, abi.cxx11_abi(release, variant),
+                       parsed.cuda if parsed else None, parsed.rocm if parsed else None)
+    cuda_major = int(facts.cuda.split(".")[0]) if facts.cuda else None
+    return Fingerprint("provider", "torch", torch.version, facts, None, None, cuda_major,
+                       abi_tag("provider", None, facts))
