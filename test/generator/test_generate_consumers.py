@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from ebenv import EasyBuildEnv
 from indexserver import IndexServer
 from wheelbuild import build_wheel
 
@@ -95,3 +96,15 @@ class TestSiteProjects:
         assert main(["generate", "2.14.1", "--with", "torch", "--out", str(tmp_path)]) == 2
         err = capsys.readouterr().err
         assert err == "torchstack: error: --with: 'torch' is torch itself\n"
+
+    def test_easybuild_accepts_the_set(self, generated: tuple[int, str, Path],
+                                       eb_env: EasyBuildEnv) -> None:
+        _, _, out = generated
+        files = sorted(str(p) for p in out.glob("*.eb"))
+        checked = eb_env.run_eb("--check-contrib", *files, cwd=out)
+        assert "All contribution checks PASSed!" in checked.stdout, checked.stdout[-3000:]
+        (stack,) = out.glob("easystack-*-x86_64.yaml")
+        planned = eb_env.run_eb("--dry-run", f"--robot={out}:", "--easystack", str(stack),
+                                cwd=out)
+        assert planned.returncode == 0, planned.stdout[-3000:]
+        assert f"fbgemm-gpu-cpu-1.9.0-{SUFFIX}.eb" in planned.stdout
