@@ -89,20 +89,6 @@ class Fingerprint:
         order = ("schema", "role", "name", "version", "torch", "link", "requires_torch")
         return {k: data[k] for k in order} | {k: v for k, v in data.items() if k not in order}
 
-    @classmethod
-    def from_json(cls, data: object) -> Fingerprint:
-        """The fingerprint a JSON value holds, validated (see torchstack._fingerprint_json)."""
-        from torchstack._fingerprint_json import from_json
-
-        return from_json(data)
-
-
-def load_fingerprint(path: str | os.PathLike[str]) -> Fingerprint:
-    """The fingerprint in a JSON file (`fingerprint --json`), validated; errors name the file."""
-    from torchstack._fingerprint_json import load_file
-
-    return load_file(path)
-
 
 def fingerprint_path(path: str | Path) -> Fingerprint:
     """Fingerprint a .whl file, a site-packages folder or an install prefix."""
@@ -396,5 +382,4 @@ __all__ = [
     "TorchFacts",
     "abi_tag",
     "fingerprint_path",
-    "load_fingerprint",
 ]

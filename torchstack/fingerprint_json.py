@@ -49,7 +49,7 @@ _TORCH_FIELD_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
-def load_file(path: str | os.PathLike[str]) -> Fingerprint:
+def load_fingerprint(path: str | os.PathLike[str]) -> Fingerprint:
     """The fingerprint in a JSON file; a `FingerprintError` naming the file when it is none."""
     name = os.fspath(path)
     try:

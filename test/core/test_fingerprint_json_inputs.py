@@ -23,7 +23,8 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 from synthetic import SyntheticWheels
 
-from torchstack.fingerprint import FingerprintError, fingerprint_path, load_fingerprint
+from torchstack.fingerprint import FingerprintError, fingerprint_path
+from torchstack.fingerprint_json import load_fingerprint
 from torchstack.guards.record import FINGERPRINT_FILE, read_fingerprint
 
 pytest_plugins = ["synthetic"]

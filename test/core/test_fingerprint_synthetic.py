@@ -14,7 +14,8 @@ import pytest
 from synthetic import CONSUMER_BUILDS, TORCH_BUILDS, SyntheticWheels, install_prefix, install_tree
 
 from torchstack.cli import main
-from torchstack.fingerprint import Fingerprint, TorchFacts, fingerprint_path
+from torchstack.fingerprint import TorchFacts, fingerprint_path
+from torchstack.fingerprint_json import from_json
 
 pytest_plugins = ["synthetic"]
 
@@ -228,7 +229,7 @@ class TestFingerprintCommand:
         assert isinstance(torch, dict)
         assert set(torch) == TORCH_FIELDS
         assert data["schema"] == 1
-        assert Fingerprint.from_json(data) == fingerprint_path(synthetic_wheels[key])
+        assert from_json(data) == fingerprint_path(synthetic_wheels[key])
 
     def test_json_of_provider(
         self, synthetic_wheels: SyntheticWheels, capsys: pytest.CaptureFixture[str]

@@ -148,21 +148,14 @@ def test_the_graph_is_read(graph: Graph) -> None:
     assert {"torchstack.doctor", "torchstack.doctor.findings"} <= graph["torchstack.cli.doctor"]
 
 
-# doctor.venvcheck reads a venv's record (venv.record) while venv builds on doctor.stack,
-# doctor.interpreter and doctor.placement: doctor and venv import each other. Listed so that no
-# other upward import can join it; remove the entry when the record moves below both.
-KNOWN_UPWARD = ["torchstack.doctor.venvcheck (doctor) imports torchstack.venv.record"]
+KNOWN_UPWARD: list[str] = []
 
 
 def test_no_upward_imports(graph: Graph) -> None:
     assert upward_imports(graph, ALLOWED, subpackages(PACKAGE)) == KNOWN_UPWARD
 
 
-# fingerprint imports _fingerprint_json inside Fingerprint.from_json and load_fingerprint, and
-# _fingerprint_json imports Fingerprint, SCHEMA and FingerprintError from fingerprint at the top:
-# the lazy import only hides the cycle. Listed so that no other cycle can join it; remove the
-# entry when the cycle goes.
-KNOWN_CYCLES = [["torchstack._fingerprint_json", "torchstack.fingerprint"]]
+KNOWN_CYCLES: list[list[str]] = []
 
 
 def test_no_cycles(graph: Graph) -> None:

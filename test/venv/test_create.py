@@ -9,6 +9,7 @@ import pytest
 
 from torchstack.cli import main
 from torchstack.doctor.interpreter import Interpreter
+from torchstack.fingerprint_json import from_json
 from torchstack.fingerprint import Fingerprint
 from torchstack.venv import VenvError
 from torchstack.venv.create import Plan, create
@@ -62,7 +63,7 @@ class TestFailure:
         if existed:
             target.mkdir()
         interpreter = Interpreter("/bin/false", (3, 11), "/p", "/p", (), None, ())
-        fingerprint = Fingerprint.from_json({
+        fingerprint = from_json({
             "schema": 1, "role": "provider", "name": "torch", "version": "2.13.0+cpu",
             "torch": {"release": "2.13.0", "local": "cpu", "cxx11_abi": True, "cuda": None,
                       "hip": None},

@@ -33,7 +33,8 @@ def load(argument: str) -> Fingerprint:
     """
     import os
 
-    from torchstack.fingerprint import fingerprint_path, load_fingerprint
+    from torchstack.fingerprint import fingerprint_path
+    from torchstack.fingerprint_json import load_fingerprint
 
     if argument.endswith(".json") and os.path.lexists(argument) and not os.path.isdir(argument):
         return load_fingerprint(argument)

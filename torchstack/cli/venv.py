@@ -26,8 +26,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 def execute(args: argparse.Namespace) -> int:
     from torchstack.doctor.interpreter import query
+    from torchstack.doctor.venvrecord import CONSTRAINTS, PIP_CONF
     from torchstack.venv.create import create, plan
-    from torchstack.venv.record import CONSTRAINTS, PIP_CONF
 
     environ = dict(os.environ)
     made = plan(args.dir, query(args.python, environ), environ)

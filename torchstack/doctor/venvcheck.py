@@ -20,7 +20,7 @@ from torchstack.distributions import normalize_name
 from torchstack.doctor.findings import Finding, info, problem, warning
 from torchstack.doctor.interpreter import Interpreter
 from torchstack.doctor.stack import Placed, Stack
-from torchstack.venv.record import (
+from torchstack.doctor.venvrecord import (
     CONSTRAINTS,
     PIP_CONF,
     RECORD,

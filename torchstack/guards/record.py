@@ -9,12 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
-from torchstack.fingerprint import (
-    Fingerprint,
-    installation_fingerprints,
-    load_fingerprint,
-    strongest,
-)
+from torchstack.fingerprint import Fingerprint, installation_fingerprints, strongest
+from torchstack.fingerprint_json import load_fingerprint
 from torchstack.guards.protocol import FINGERPRINT_FILE
 
 __all__ = ["FINGERPRINT_FILE", "Source", "fingerprint_of", "read_fingerprint", "whatis_line",

@@ -35,7 +35,7 @@ from torchstack.venv.pins import (
     pip_conf_text,
     uv_toml_text,
 )
-from torchstack.venv.record import CONSTRAINTS, EXCLUDES, PIP_CONF, RECORD, UV_TOML, VenvRecord
+from torchstack.doctor.venvrecord import CONSTRAINTS, EXCLUDES, PIP_CONF, RECORD, UV_TOML, VenvRecord
 from torchstack.venv.scripts import console_scripts
 
 log = logging.getLogger(__name__)
