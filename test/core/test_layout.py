@@ -26,7 +26,6 @@ ALLOWED = {
     "guards": {"core"},
     "install": {"core", "guards"},
     "doctor": {"core"},
-    # not in docs/design.rst yet: what they import today
     "venv": {"core", "doctor"},
     "rollout": {"core", "generator", "guards"},
 }
