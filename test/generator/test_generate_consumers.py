@@ -27,7 +27,10 @@ def site_index(cuda_stack: dict[str, Path], real_wheel: object,
     pure = [build_wheel(folder, "torchpure", "2.0", {"torchpure/__init__.py": b""},
                         ("torch>=2.15",)),
             build_wheel(folder, "torchpure", "1.0", {"torchpure/__init__.py": b""},
-                        ("torch>=2.13",))]
+                        ("torch>=2.13",)),
+            # needs another site project and a companion: their modules, not their wheels
+            build_wheel(folder, "torchstacked", "0.1", {"torchstacked/__init__.py": b""},
+                        ("torch>=2.13", "torchpure>=1", "torchaudio"))]
     real = [real_wheel(key) for key in  # type: ignore[operator]
             ("torchaudio-2.11.1", "torchcodec-0.17.0", "fbgemm_gpu_cpu-1.9.0",
              "xformers-0.0.35")]
@@ -40,7 +43,7 @@ def generated(site_index: IndexServer, tmp_path_factory: pytest.TempPathFactory
               ) -> tuple[int, str, Path]:
     out = tmp_path_factory.mktemp("generated") / "out"
     listing = out.parent / "projects.txt"
-    listing.write_text("# the site's list\nxformers\ntorchpure  # pure Python\n")
+    listing.write_text("# the site's list\nxformers\ntorchstacked\ntorchpure  # pure Python\n")
     capture = out.parent / "stdout.txt"
     import contextlib
 
@@ -83,9 +86,18 @@ class TestSiteProjects:
         _, _, out = generated
         (stack,) = out.glob("easystack-*-x86_64.yaml")
         text = stack.read_text()
-        order = [text.index(f"{n}-") for n in ("Triton", "PyTorch", "torchcodec-0.17.0",
-                                                 "fbgemm-gpu-cpu", "torchpure")]
+        order = [text.index(f"{n}-") for n in ("Triton", "PyTorch", "torchaudio",
+                                                 "torchcodec-0.17.0", "fbgemm-gpu-cpu",
+                                                 "torchpure", "torchstacked")]
         assert order == sorted(order)
+
+    def test_site_project_on_the_modules_it_needs(self,
+                                                  generated: tuple[int, str, Path]) -> None:
+        _, _, out = generated
+        text = (out / f"torchstacked-0.1-{SUFFIX}.eb").read_text()
+        assert "('torchpure', '1.0', '-CUDA-13.0.2-whl')" in text
+        assert "('torchaudio', '2.11.1', '-CUDA-13.0.2-whl')" in text
+        assert "('torchpure', '1.0', {" not in text and "('torchaudio', '2.11.1', {" not in text
 
     def test_companion_named_by_the_site(self, generated: tuple[int, str, Path]) -> None:
         _, stdout, out = generated

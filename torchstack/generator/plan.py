@@ -238,45 +238,69 @@ class _WheelSet:
         torch_ec = self._easyconfig(self.set.torch, [*self._cuda_deps(True), *torch_deps],
                                     f"provides {provides}", provides)
         on_torch = render.dependency(projects.TORCH, torch_ec.version, self.suffix)
+        modules: dict[str, str] = {}  # project -> its dependency line, for site projects
         for companion in self.set.companions:
             if companion is not triton:
-                self._easyconfig(companion, [*self._cuda_deps(False), on_torch],
-                                 f"needs torch {self.set.torch.version}: {companion.why} "
-                                 f"(link class and abi_tag recorded at install)")
-        for line in self.settings.consumers:  # after torch, in the order the site gave
-            self._site_project(Requirement(line), on_torch)
+                text = self._easyconfig(companion, [*self._cuda_deps(False), on_torch],
+                                        f"needs torch {self.set.torch.version}: {companion.why}"
+                                        f" (link class and abi_tag recorded at install)")
+                modules[companion.project] = render.dependency(text.name, text.version,
+                                                               self.suffix)
+        self._site_projects(on_torch, modules)
         return self.out
 
-    def _site_project(self, requirement: Requirement, on_torch: str) -> None:
-        """A consumer the site carries: written when a release fits and its predicted class
-        runs on this set's torch; otherwise reported with the reason, before any build."""
-        project = canonicalize_name(requirement.name)
-        if any(c.project == project for c in self.set.companions):
-            self.out.notes.append(f"{project}: a companion of torch {self.set.torch.version}, "
-                                  "generated as such")
-            return
-        found = siteprojects.resolve(self.resolver, requirement, self.set.torch,
-                                     self.set.variant, self.targets)
-        self.out.notes.extend(found.notes)
-        if found.resolved is None:
-            return
+    def _site_projects(self, on_torch: str, modules: dict[str, str]) -> None:
+        """The consumers the site carries, after torch and each after the companions and
+        site projects it requires (their modules, not wheels of them): written when a release
+        fits and its predicted class runs on this set's torch; otherwise reported with the
+        reason, before any build."""
+        found = []
+        for line in self.settings.consumers:
+            requirement = Requirement(line)
+            project = canonicalize_name(requirement.name)
+            if project in modules:
+                self.out.notes.append(f"{project}: a companion of torch "
+                                      f"{self.set.torch.version}, generated as such")
+                continue
+            result = siteprojects.resolve(self.resolver, requirement, self.set.torch,
+                                          self.set.variant, self.targets)
+            self.out.notes.extend(result.notes)
+            if result.resolved is not None:
+                found.append(result)
+        needs: dict[str, set[str]] = {
+            f.resolved.project: {str(canonicalize_name(r.name))
+                                 for r in self._requirements(f.resolved)}
+            for f in found if f.resolved is not None}
+        for result in siteprojects.dependency_order(found, needs):
+            self._site_project(result, on_torch, modules, needs)
+
+    def _site_project(self, found: siteprojects.Found, on_torch: str, modules: dict[str, str],
+                      needs: dict[str, set[str]]) -> None:
+        resolved = found.resolved
+        assert resolved is not None
+        on = [modules[p] for p in sorted(needs[resolved.project] & modules.keys())]
         try:
-            self._easyconfig(found.resolved, [*self._cuda_deps(False), on_torch], found.abi,
-                             about=siteprojects.about(found.resolved.project))
+            text = self._easyconfig(resolved, [*self._cuda_deps(False), on_torch, *on],
+                                    found.abi, about=siteprojects.about(resolved.project),
+                                    exclude=needs[resolved.project] & modules.keys())
         except TorchstackError as exc:
-            self.out.notes.append(f"{found.resolved.project}: not built: {exc}")
+            self.out.notes.append(f"{resolved.project}: not built: {exc}")
+            return
+        modules[resolved.project] = render.dependency(text.name, text.version, self.suffix)
 
     def _easyconfig(self, resolved: Resolved, own_deps: list[str], abi: str,
                     provides: str | None = None,
                     toolchain: toolchains.Toolchain | None = None,
-                    about: projects.About | None = None) -> render.EasyconfigText:
-        """Render one easyconfig; `provides` is the abi_tag of a torch provider."""
+                    about: projects.About | None = None,
+                    exclude: Iterable[str] = ()) -> render.EasyconfigText:
+        """Render one easyconfig; `provides` is the abi_tag of a torch provider; `exclude`:
+        projects whose modules `own_deps` already names."""
         provider = provides is not None
         toolchain = toolchain or self.toolchain
         about = about or projects.about(resolved.project)
         providers = self._providers_of(toolchain)
         found = closure.close(self._requirements(resolved), self.targets, providers,
-                              self.resolver, self.excluded)
+                              self.resolver, [*self.excluded, *exclude])
         if found.unmet:  # the module would fail `pip check` at install: not written at all
             raise GenerateError("; ".join(found.unmet))
         self.out.notes.extend(found.notes)

@@ -39,6 +39,21 @@ class Found:
     notes: list[str] = field(default_factory=list)
 
 
+def dependency_order(found: list[Found], needs: dict[str, set[str]]) -> list[Found]:
+    """`found` with each project after the listed projects it requires (the given order
+    otherwise; a cycle keeps it)."""
+    placed: list[Found] = []
+    pending = [f for f in found if f.resolved is not None]
+    while pending:
+        names = {f.resolved.project for f in pending if f.resolved is not None}
+        ready = [f for f in pending if f.resolved is not None
+                 and not (needs[f.resolved.project] & names) - {f.resolved.project}]
+        step = ready[:1] or pending[:1]  # one at a time keeps the given order among equals
+        placed += step
+        pending = [f for f in pending if f is not step[0]]
+    return placed
+
+
 def about(project: str) -> About:
     """The module of a site project: its name as its index spells it."""
     return About(project, f"https://pypi.org/project/{project}/",
