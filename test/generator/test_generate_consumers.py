@@ -7,12 +7,17 @@ before install, written as -whl easyconfigs on the PyTorch module, or reported w
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from conftest import cache_dir, cache_lock
 from ebenv import EasyBuildEnv
 from indexserver import IndexServer
+from releasewheels import pypi_release
 from wheelbuild import build_wheel
 
 from torchstack.cli import main
@@ -78,8 +83,8 @@ class TestSiteProjects:
     def test_unfit_project_reported_not_written(self, generated: tuple[int, str, Path]) -> None:
         _, stdout, out = generated
         # xformers 0.0.35 has CUDA 12 code: it cannot run on the CUDA 13 torch of this set
-        assert "xformers: not built: xformers 0.0.35 needs a cu12 torch, torch 2.14.1 is cu13" \
-            in stdout
+        assert "xformers: not built for x86_64: xformers 0.0.35 needs a cu12 torch, torch 2.14.1 "\
+            "is cu13" in stdout
         assert not list(out.glob("xformers-*.eb"))
 
     def test_easystack_in_dependency_order(self, generated: tuple[int, str, Path]) -> None:
@@ -120,3 +125,38 @@ class TestSiteProjects:
                                 cwd=out)
         assert planned.returncode == 0, planned.stdout[-3000:]
         assert f"fbgemm-gpu-cpu-1.9.0-{SUFFIX}.eb" in planned.stdout
+
+
+@pytest.fixture(scope="module")
+def torchao_aarch64() -> Path:
+    """torchao 0.18.0's wheel for aarch64 (pure Python: its C++ kernels are x86_64 only)."""
+    dest = cache_dir() / "wheels-aarch64"
+    with cache_lock("wheels-aarch64"):
+        if not list(dest.glob("torchao-0.18.0-py3-none-any.whl")):
+            subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
+                            "--only-binary=:all:", "--platform", "manylinux_2_28_aarch64",
+                            "--python-version", "3.13", "--dest", str(dest), "torchao==0.18.0"],
+                           check=True)
+    return dest / "torchao-0.18.0-py3-none-any.whl"
+
+
+class TestArchitecturesDiffer:
+    def test_torchao_per_architecture(self, tmp_path: Path, real_wheel: Any,
+                                      torchao_aarch64: Path,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+        # torch 2.9.1 (CUDA 12.8, both architectures): torchao's x86_64 wheel uses C shims of
+        # torch 2.11 with CUDA 13 code and cannot run on it; its aarch64 wheel is pure Python
+        release = pypi_release(tmp_path / "release")
+        with IndexServer([*release, real_wheel("torchao-0.18.0"), torchao_aarch64]) as server:
+            code = main(["generate", "2.9.1", "--index", server.index_url, "--toolchain",
+                         "foss/2025a", "--variant", "cu128", "--out", str(tmp_path / "out"),
+                         "--with", "torchao"])
+        stdout = capsys.readouterr().out
+        assert code == 0
+        assert "torchao: not built for x86_64: torchao 0.18.0 uses the stable ABI of torch " \
+            "2.11.0, newer than torch 2.9.1; torchao 0.18.0 needs a cu13 torch, torch 2.9.1 " \
+            "is cu12" in stdout, stdout
+        assert re.search(r"generated torchao-0\.18\.0-foss-2025a-CUDA-12\.8\.0-whl\.eb "
+                         r"\(aarch64\): torchao 0\.18\.0: does not depend on torch", stdout), stdout
+        text = (tmp_path / "out" / "torchao-0.18.0-foss-2025a-CUDA-12.8.0-whl.eb").read_text()
+        assert "torchao-0.18.0-py3-none-any.whl" in text and "abi3" not in text

@@ -76,7 +76,7 @@ def resolve(resolver: Resolver, requirement: Requirement, torch: Resolved, varia
         return found
     version = max((v for _, v, _, _ in chosen.values()),
                   key=lambda v: (sum(c[1] == v for c in chosen.values()), v))
-    index, _, first, requires = next(c for c in chosen.values() if c[1] == version)
+    index, _, _, requires = next(c for c in chosen.values() if c[1] == version)
     for arch, (_, other, _, _) in chosen.items():
         if other != version:
             found.notes.append(f"{project}: not built for {arch}: its newest fitting release "
@@ -85,7 +85,7 @@ def resolve(resolver: Resolver, requirement: Requirement, torch: Resolved, varia
     resolved = Resolved(project, str(version), wheels, requires, index.location,
                         f"the newest {project} whose Requires-Dist accepts torch "
                         f"{torch.version}")
-    return _checked(found, resolved, index, first, torch, variant)
+    return _checked(found, resolved, index, torch, variant)
 
 
 def _newest(resolver: Resolver, requirement: Requirement, torch: Resolved, target: Target
@@ -119,32 +119,50 @@ def _torch_spec(requires: tuple[str, ...], target: Target) -> SpecifierSet | Non
     return None
 
 
-def _checked(found: Found, resolved: Resolved, index: Index, file: IndexFile, torch: Resolved,
+def _checked(found: Found, resolved: Resolved, index: Index, torch: Resolved,
              variant: str) -> Found:
-    """The prediction of the chosen wheel checked against the set's torch."""
+    """The prediction of each architecture's wheel checked against the set's torch: an
+    architecture whose wheel cannot run on it is dropped with the reason; the class of each
+    kept one goes to the report (once when they agree)."""
+    provider = _provider(torch, variant)
+    classes: dict[str, str] = {}
+    for arch, file in sorted(resolved.wheels.items()):
+        line, refusal = _predicted(resolved, index, file, torch, provider)
+        if refusal is not None:
+            found.notes.append(f"{resolved.project}: not built for {arch}: {refusal}")
+        else:
+            classes[arch] = line
+    if not classes:
+        return found
+    found.resolved = dataclasses.replace(
+        resolved, wheels={a: f for a, f in resolved.wheels.items() if a in classes})
+    lines = set(classes.values())
+    found.abi = lines.pop() if len(lines) == 1 else \
+        "; ".join(f"on {arch}: {line}" for arch, line in classes.items())
+    return found
+
+
+def _predicted(resolved: Resolved, index: Index, file: IndexFile, torch: Resolved,
+               provider: Fingerprint) -> tuple[str, str | None]:
+    """The report text of one wheel's predicted class, and why it cannot run (or None)."""
     label = f"{resolved.project} {resolved.version}"
     try:
         prediction = consumers.predict(index, file)
     except TorchstackError as exc:
         log.debug("%s: no prediction: %s", label, exc)
-        found.resolved = resolved
-        found.abi = f"{label}: class recorded at install ({exc})"
-        return found
+        return f"{label}: class recorded at install ({exc})", None
     predicted = prediction.fingerprint
     if predicted is None:
-        found.resolved, found.abi = resolved, f"{label}: does not depend on torch"
-        return found
-    provider = _provider(torch, variant)
+        return f"{label}: does not depend on torch (no torch requirement, no libtorch link)", \
+            None
     assumed = compat.assume_built_against(provider, predicted)
     verdict = compat.check(provider, assumed)
     if not verdict.compatible:
-        found.notes.append(f"{resolved.project}: not built: {'; '.join(verdict.reasons)}")
-        return found
-    found.resolved = resolved
-    found.abi = dataclasses.replace(prediction, fingerprint=assumed).summary(label)
+        return "", "; ".join(verdict.reasons)
+    line = dataclasses.replace(prediction, fingerprint=assumed).summary(label)
     if assumed is not predicted:  # what install records too (compat.assume_built_against)
-        found.abi += f" (no torch release in its metadata: taken as built on {torch.version})"
-    return found
+        line += f" (no torch release in its metadata: taken as built on {torch.version})"
+    return line, None
 
 
 def _provider(torch: Resolved, variant: str) -> Fingerprint:
