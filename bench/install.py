@@ -38,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -54,9 +55,9 @@ from ebenv import (  # noqa: E402
     PYTHON_VERSION,
     EasyBuildEnv,
     make_python_root,
-    sha256,
     wheel_easyconfig,
 )
+from wheelbuild import sha256  # noqa: E402
 
 TORCH_VERSION = "2.13.0"
 EXT_VERSION = f"{TORCH_VERSION}+cpu"
@@ -115,14 +116,32 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("ext.install", "  wheel install command (uv / pip)"),
     ("ext.commands", "  other shell commands (probes)"),
     ("ext.eb", "  EasyBuild itself"),
-    ("post", "postiter + postproc steps (ours: fingerprint)"),
+    ("post", "postiter + postproc steps"),
+    ("post.fingerprint", "  torchstack: fingerprint"),
     ("sanity", "sanity check step"),
-    ("sanity.import", "  python -c \"import torch\""),
+    ("sanity.libraries", "  torchstack: library resolution"),
+    ("sanity.import", "  python -c \"import torch, ...\""),
+    ("sanity.cxx", "  torchstack: C++ extension build"),
     ("sanity.pip", "  pip --version + pip check + pip list"),
     ("sanity.commands", "  other commands (lmod, file, probes)"),
     ("sanity.eb", "  EasyBuild itself (fake module, file index)"),
     ("module", "cleanup, module, permissions, package steps"),
     ("total", "total = eb wall time"),
+)
+
+# The distance to the floor: (label, row of the run, floor) for each part; None: no floor.
+# "fixed" is the wall time less every part below it, set against an eb run that installs
+# nothing.
+PARTS: tuple[tuple[str, str, str | None], ...] = (
+    ("EasyBuild's fixed cost", "fixed", "empty_eb"),
+    ("unpack + write + byte-compile", "ext.install", "copy_compile"),
+    ("  floor: copy the unpacked tree", "", "copy"),
+    ("  floor: compileall -j0, same files", "", "compile"),
+    ("import torch (sanity)", "sanity.import", "import"),
+    ("library resolution (sanity)", "sanity.libraries", "read_objects"),
+    ("fingerprint (postproc)", "post.fingerprint", None),
+    ("C++ extension build (sanity)", "sanity.cxx", None),
+    ("pip --version/check/list (sanity)", "sanity.pip", None),
 )
 
 
@@ -222,6 +241,72 @@ def run_eb(
                           cwd=env.root, check=False)
 
 
+EMPTY_EASYCONFIG = """\
+easyblock = 'Bundle'
+
+name = 'Empty'
+version = '1.0'
+
+homepage = 'https://pytorch.org/'
+description = "Nothing: the fixed cost of an eb run (torchstack benchmark)"
+
+toolchain = SYSTEM
+
+dependencies = [('Python', '{python}')]
+
+postinstallcmds = ['touch %(installdir)s/empty']
+sanity_check_paths = {{'files': ['empty'], 'dirs': []}}
+
+moduleclass = 'ai'
+"""
+
+
+# -- the floor: the same work without EasyBuild or an installer ------------------------------
+
+
+def _timed(command: list[str], **kwargs: Any) -> float:
+    start = time.perf_counter()
+    result = subprocess.run(command, capture_output=True, text=True, check=False, **kwargs)
+    seconds = time.perf_counter() - start
+    # compileall exits 1 when a file does not compile (torch ships a few such test inputs);
+    # the installers skip those files too.
+    if result.returncode not in (0, 1) or (result.returncode and "compileall" not in command):
+        raise BenchError(f"{' '.join(command)} failed:\n{tail(result)}")
+    return seconds
+
+
+def measure_floor(inputs: Inputs, root: Path) -> dict[str, float]:
+    """Seconds of each floor, measured into `root`, which is removed afterwards."""
+    from torchstack import loader
+
+    python = str(inputs.python_root / "bin" / "python")
+    unpacked, copy = root / "unpacked", root / "copy"
+    try:
+        root.mkdir(parents=True)
+        with zipfile.ZipFile(inputs.wheel) as archive:
+            archive.extractall(unpacked)
+        floor = {"copy": _timed(["cp", "-a", str(unpacked), str(copy)])}
+        floor["compile"] = _timed([python, "-m", "compileall", "-q", "-j0", str(copy)])
+        floor["copy_compile"] = floor["copy"] + floor["compile"]
+        floor["import"] = _timed([python, "-c", "import torch"], cwd=root,
+                                 env=dict(os.environ, PYTHONPATH=str(copy)))
+        start = time.perf_counter()
+        for path in loader.iter_shared_objects(copy):
+            loader.read_object(path)
+        floor["read_objects"] = time.perf_counter() - start
+        env = EasyBuildEnv(root / "eb", inputs.python_root).setup()
+        easyconfig = env.root / "Empty-1.0.eb"
+        easyconfig.write_text(EMPTY_EASYCONFIG.format(python=PYTHON_VERSION))
+        start = time.perf_counter()
+        result = env.eb(easyconfig)
+        floor["empty_eb"] = time.perf_counter() - start
+        if result.returncode != 0:
+            raise BenchError(f"the empty eb run failed:\n{tail(result)}")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return floor
+
+
 # -- reading the eb log --------------------------------------------------------------------
 
 LOG_LINE = re.compile(r"^== (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \S+ [A-Z]+ (.*)$")
@@ -231,7 +316,11 @@ COMMAND_START = re.compile(r"Running (?:shell )?command in ")
 COMMAND_END = re.compile(r"(?:Shell command|Command) (?:completed|failed)")
 INSTALL_CMD = re.compile(r"(?:\buv pip|-m pip) install\b")
 UV_INSTALL_CMD = re.compile(r"\buv pip install\b")
-IMPORT_CMD = re.compile(r"-c ([\"'])import [\w.]+\1\s*$")  # exts_filter, not the probes
+IMPORT_CMD = re.compile(r"-c ([\"'])import [\w., ]+\1\s*$")  # exts_filter, not the probes
+CXX_CMD = re.compile(r"torchstack_jit_check\.py\s*$")
+# torchstack's own timing lines (torchstack/install/steps.py)
+TORCHSTACK_TIMING = re.compile(r"^torchstack: (fingerprint|library resolution) took ([\d.]+) s$")
+TIMING_ROWS = {"fingerprint": "post.fingerprint", "library resolution": "sanity.libraries"}
 PIP_CMD = re.compile(r"-m pip (?:check|list|--version)\b")
 
 # Steps in EasyBuild's order fall into these groups by their position.
@@ -246,8 +335,19 @@ class Command:
     text: str
 
 
-def _parse_log(text: str) -> tuple[list[tuple[str, datetime]], list[Command], datetime]:
-    """(step, start) in order, the commands run, and the last timestamp of an eb log."""
+@dataclass
+class Log:
+    """What a run's eb log says: (step, start) in order, commands, torchstack's timings."""
+
+    steps: list[tuple[str, datetime]]
+    commands: list[Command]
+    last: datetime
+    timings: dict[str, float]
+
+
+def _parse_log(text: str) -> Log:
+    """The steps, commands, torchstack timing lines and last timestamp of an eb log."""
+    timings: dict[str, float] = {}
     steps: list[tuple[str, datetime]] = []
     commands: list[Command] = []
     pending: tuple[datetime, str] | None = None
@@ -266,6 +366,9 @@ def _parse_log(text: str) -> tuple[list[tuple[str, datetime]], list[Command], da
         last = stamp
         if (step := STEP_START.match(message)) is not None:
             steps.append((step.group(1), stamp))
+        elif (timing := TORCHSTACK_TIMING.match(message)) is not None:
+            row = TIMING_ROWS[timing.group(1)]
+            timings[row] = timings.get(row, 0.0) + float(timing.group(2))
         elif COMMAND_START.match(message):
             pending, expect_command = (stamp, ""), True
         elif COMMAND_END.match(message) and pending is not None:
@@ -273,7 +376,7 @@ def _parse_log(text: str) -> tuple[list[tuple[str, datetime]], list[Command], da
             pending = None
     if not steps or last is None:
         raise ValueError("no steps in the log")
-    return steps, commands, last
+    return Log(steps, commands, last, timings)
 
 
 def breakdown(stdout: str, wall: float) -> tuple[dict[str, float], str]:
@@ -282,10 +385,11 @@ def breakdown(stdout: str, wall: float) -> tuple[dict[str, float], str]:
     try:
         if found is None:
             raise ValueError("eb printed no log path")
-        steps, commands, last = _parse_log(Path(found.group(1)).read_text(errors="replace"))
+        parsed = _parse_log(Path(found.group(1)).read_text(errors="replace"))
     except (OSError, ValueError) as exc:
         log(f"  (no breakdown: {exc})")
         return {}, "?"
+    steps, commands, last = parsed.steps, parsed.commands, parsed.last
     phases = dict.fromkeys(("pre", "ext", "post", "sanity", "module"), 0.0)
     bounds: dict[str, list[tuple[datetime, datetime]]] = {key: [] for key in phases}
     group = "pre"
@@ -307,9 +411,16 @@ def breakdown(stdout: str, wall: float) -> tuple[dict[str, float], str]:
     sanity = within("sanity")
     phases["sanity.import"] = sum(c.seconds for c in sanity if IMPORT_CMD.search(c.text))
     phases["sanity.pip"] = sum(c.seconds for c in sanity if PIP_CMD.search(c.text))
+    phases["sanity.cxx"] = sum(c.seconds for c in sanity if CXX_CMD.search(c.text))
     phases["sanity.commands"] = (sum(c.seconds for c in sanity) - phases["sanity.import"]
-                                 - phases["sanity.pip"])
-    phases["sanity.eb"] = phases["sanity"] - sum(c.seconds for c in sanity)
+                                 - phases["sanity.pip"] - phases["sanity.cxx"])
+    phases["post.fingerprint"] = parsed.timings.get("post.fingerprint", 0.0)
+    phases["sanity.libraries"] = parsed.timings.get("sanity.libraries", 0.0)
+    phases["sanity.eb"] = (phases["sanity"] - sum(c.seconds for c in sanity)
+                           - phases["sanity.libraries"])
+    phases["fixed"] = wall - sum(phases[k] for k in (
+        "ext.install", "sanity.import", "sanity.cxx", "sanity.pip", "post.fingerprint",
+        "sanity.libraries"))
     installer = "?"
     if installs:
         installer = "uv" if UV_INSTALL_CMD.search(installs[0].text) else "pip"
@@ -342,8 +453,12 @@ def run_once(variant: Variant, root: Path, inputs: Inputs) -> Run:
     return Run(seconds, phases, installer)
 
 
-def measure(inputs: Inputs, rounds: int, workdir: Path) -> list[Series]:
+def measure(
+    inputs: Inputs, rounds: int, workdir: Path
+) -> tuple[list[Series], list[dict[str, float]]]:
+    """Each round: one run of each variant, then the floor; all interleaved."""
     series = [Series(v) for v in VARIANTS]
+    floors: list[dict[str, float]] = []
     for number in range(1, rounds + 1):
         for entry in series:
             root = workdir / f"{entry.variant.key}-{number}"
@@ -351,13 +466,21 @@ def measure(inputs: Inputs, rounds: int, workdir: Path) -> list[Series]:
             entry.runs.append(run)
             log(f"round {number}/{rounds} {entry.variant.label}: {run.seconds:.1f} s "
                 f"(installer: {run.installer})")
-    return series
+        floors.append(measure_floor(inputs, workdir / f"floor-{number}"))
+        log(f"round {number}/{rounds} floor: " + ", ".join(
+            f"{key} {value:.1f} s" for key, value in floors[-1].items()))
+    return series, floors
+
+
+def floor_median(floors: list[dict[str, float]], key: str | None) -> float | None:
+    values = [f[key] for f in floors if key is not None and key in f]
+    return statistics.median(values) if values else None
 
 
 # -- the report ----------------------------------------------------------------------------
 
 
-def figures(series: list[Series], inputs: Inputs, rounds: int,
+def figures(series: list[Series], floors: list[dict[str, float]], inputs: Inputs, rounds: int,
             load: tuple[tuple[float, ...], tuple[float, ...]]) -> dict[str, Any]:
     by_key = {s.variant.key: s for s in series}
     ours, upstream = by_key["ours"], by_key["upstream"]
@@ -383,6 +506,10 @@ def figures(series: list[Series], inputs: Inputs, rounds: int,
             for s in series
         },
         "ratio": {"median": ratio, "min": ours.minimum / upstream.minimum},
+        "floor": {
+            "median_s": {key: floor_median(floors, key) for key in floors[0]} if floors else {},
+            "rounds": floors,
+        },
         "target": {"max_ratio": TARGET_RATIO, "value": ratio, "met": ratio <= TARGET_RATIO},
     }
 
@@ -404,11 +531,15 @@ def table(series: list[Series], data: dict[str, Any]) -> str:
         lines.append(f"{s.variant.label:<{width}}  {s.installers:>9}  {s.median:>9.1f}  "
                      f"{s.minimum:>9.1f}  {runs}")
     ratio, target = data["ratio"], data["target"]
+    upstream = next(s for s in series if s.variant.key == "upstream").median
+    floor = whole_floor(data["floor"]["median_s"])
     met = "met" if target["met"] else "NOT met"
     lines += [
         "",
         f"ours/upstream: {ratio['median']:.2f}x (medians), {ratio['min']:.2f}x (minima)",
         f"target <= {TARGET_RATIO:.2f}x upstream (reported, not enforced): {met}",
+        f"the target is {TARGET_RATIO * upstream:.1f} s; the floor of a whole install (below) "
+        f"is {floor:.1f} s = {floor / upstream:.2f}x upstream",
         "",
         "where the time goes, median s per row over the rounds (from the eb logs' timestamps;",
         "medians of rows need not add up exactly):",
@@ -418,6 +549,7 @@ def table(series: list[Series], data: dict[str, Any]) -> str:
     for key, label in ROWS:
         lines.append(f"{label:<{label_width}}  "
                      + "  ".join(_cell(s.phase_median(key)) for s in series))
+    lines += ["", *floor_table(series, data["floor"]["median_s"])]
     start, end = data["loadavg_start"], data["loadavg_end"]
     lines += [
         "",
@@ -425,6 +557,40 @@ def table(series: list[Series], data: dict[str, Any]) -> str:
         "(other jobs on the machine make these figures noisy)",
     ]
     return "\n".join(lines)
+
+
+def whole_floor(floor: dict[str, float | None]) -> float:
+    """The least an install with its import check can take: an empty eb run, the copy, the
+    byte-compile and one import."""
+    return sum(v for k in ("empty_eb", "copy_compile", "import")
+               if (v := floor.get(k)) is not None)
+
+
+def floor_table(series: list[Series], floor: dict[str, float | None]) -> list[str]:
+    """Each part of a run next to its floor on this machine, medians; '-' where none."""
+    def cell(value: float | None) -> str:
+        return f"{value:>9.1f}" if value is not None else f"{'-':>9}"
+
+    label_width = max(len(label) for label, _, _ in PARTS)
+    keys = [s.variant.key for s in series]
+    lines = [
+        "distance to the floor, median s (floor: the same work measured without EasyBuild or an",
+        "installer in the same bench run; '-': no floor, or not run by that easyblock):",
+        f"{'':<{label_width}}  {'floor':>9}  " + "  ".join(
+            f"{k:>9}  {'-floor':>9}" for k in keys),
+    ]
+    for label, row, floor_key in PARTS:
+        bottom = floor.get(floor_key) if floor_key else None
+        cells = []
+        for entry in series:
+            value = entry.phase_median(row) if row else None
+            over = value - bottom if value is not None and bottom is not None else None
+            cells.append(f"{cell(value)}  {cell(over)}")
+        lines.append(f"{label:<{label_width}}  {cell(bottom)}  " + "  ".join(cells))
+    total = whole_floor(floor)
+    lines.append(f"{'floor of a whole install':<{label_width}}  {cell(total)}  " + "  ".join(
+        f"{cell(s.median)}  {cell(s.median - total)}" for s in series))
+    return lines
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -440,14 +606,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         inputs = prepare()
         log(f"wheel: {inputs.wheel}\npython: {inputs.python_root}\nwork dir: {workdir}")
         load_start = os.getloadavg()
-        series = measure(inputs, args.rounds, workdir)
+        series, floors = measure(inputs, args.rounds, workdir)
         load_end = os.getloadavg()
     except (BenchError, OSError, subprocess.CalledProcessError) as exc:
         log(f"error: {exc}")
         return 1
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    data = figures(series, inputs, args.rounds, (load_start, load_end))
+    data = figures(series, floors, inputs, args.rounds, (load_start, load_end))
     # With --json, stdout is the JSON alone (for `> figures.json`), the table goes to stderr.
     print(table(series, data), file=sys.stderr if args.json else sys.stdout)
     if args.json:

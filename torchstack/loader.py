@@ -376,15 +376,21 @@ def _is_elf(path: str) -> bool:
     return magic == elf.ELF_MAGIC
 
 
-def sonames_under(root: str | os.PathLike[str]) -> dict[str, str]:
+def sonames_under(
+    root: str | os.PathLike[str], known: Mapping[str, SharedObject] | None = None
+) -> dict[str, str]:
     """Soname (and file name) -> path of every shared object under `root`.
 
     For `preloaded`: e.g. torch/lib of the PyTorch that `import torch` loads before a
     consumer's extension, which then finds libc10.so without any search path of its own.
+    `known` holds objects the caller has read already (keyed by anything; matched by their
+    absolute path), which are not read again.
     """
+    by_path = {obj.path: obj for obj in (known or {}).values()}
     found: dict[str, str] = {}
     for path in iter_shared_objects(root):
-        soname = read_object(path).dynamic.soname
+        obj = by_path.get(os.path.abspath(path)) or read_object(path)
+        soname = obj.dynamic.soname
         for name in (soname, os.path.basename(path)):
             if name:
                 found.setdefault(name, path)

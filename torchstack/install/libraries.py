@@ -14,7 +14,7 @@ missing libraries are reported as notes, for a site that wants those features.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from torchstack import loader
@@ -39,13 +39,19 @@ def search_path(ld_library_path: str, module_roots: Iterable[str | Path]) -> lis
     return [p for p in ld_library_path.split(":") if p] + module_library_dirs(module_roots)
 
 
-def torch_loaded_libraries(site_packages: Iterable[str | Path]) -> dict[str, str]:
-    """Sonames that importing torch loads first: torch/lib and the nvidia wheels' libraries."""
+def torch_loaded_libraries(
+    site_packages: Iterable[str | Path],
+    objects: Mapping[str, loader.SharedObject] | None = None,
+) -> dict[str, str]:
+    """Sonames that importing torch loads first: torch/lib and the nvidia wheels' libraries.
+
+    `objects` already read (those of the installation) are not read a second time.
+    """
     loaded: dict[str, str] = {}
     for site in site_packages:
         for folder in (Path(site) / "torch" / "lib", Path(site) / "nvidia"):
             if folder.is_dir():
-                loaded.update(loader.sonames_under(folder))
+                loaded.update(loader.sonames_under(folder, objects))
     return loaded
 
 
@@ -55,7 +61,7 @@ def unresolved_libraries(
     """('object: needs library' failures, notes on optional plugins), driver libraries aside."""
     objects = {p: loader.read_object(p) for p in loader.iter_shared_objects(installdir)}
     missing = loader.unresolved_in_tree(
-        installdir, tuple(search_path), torch_loaded_libraries(torch_site_packages),
+        installdir, tuple(search_path), torch_loaded_libraries(torch_site_packages, objects),
         objects=objects,
     )
     loadable = _loadable_objects(objects)

@@ -18,6 +18,7 @@ easyblocks stay glue and record the same fingerprint file, whatis line and guard
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 from easybuild.tools.build_log import EasyBuildError
@@ -49,6 +50,7 @@ def record_fingerprint(block: EasyBlock, any_easyblock: bool = False) -> Fingerp
     """
     if block.dry_run:
         return None
+    start = time.perf_counter()
     try:
         found = torchcheck.examine(block.installdir, get_software_root("PyTorch"))
     except DistributionError as err:
@@ -59,6 +61,8 @@ def record_fingerprint(block: EasyBlock, any_easyblock: bool = False) -> Fingerp
         return None
     except TorchstackError as err:
         raise EasyBuildError("torchstack: %s", err) from err
+    # bench/install.py reads these timing lines into its breakdown.
+    block.log.info("torchstack: fingerprint took %.3f s", time.perf_counter() - start)
     if found.fingerprint is not None:
         record.write_fingerprint(block.installdir, found.fingerprint)
         if any_easyblock:
@@ -94,8 +98,10 @@ def check_libraries_resolve(block: EasyBlock, search_path: list[str]) -> None:
     """
     roots = [block.installdir, get_software_root("PyTorch")]
     site_packages = [os.path.join(root, block.pylibdir) for root in roots if root]
+    start = time.perf_counter()
     failures, notes = libraries.unresolved_libraries(block.installdir, search_path,
                                                         site_packages)
+    block.log.info("torchstack: library resolution took %.3f s", time.perf_counter() - start)
     for note in notes:
         block.log.warning("torchstack: optional plugin does not resolve: %s", note)
     if failures:
