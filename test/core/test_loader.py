@@ -486,6 +486,18 @@ class TestTree:
         assert preloaded == {"libdep.so": str(tree / "lib/libdep.so")}
         assert loader.unresolved_in_tree(tree, extra_preloaded=preloaded, system_dirs=system) == []
 
+    def test_objects_read_before_are_not_read_again(
+        self, tree: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        known = {"key": loader.read_object(tree / "lib/libdep.so")}
+
+        def refuse(path: object) -> loader.SharedObject:
+            raise AssertionError(f"read again: {path}")
+
+        monkeypatch.setattr(loader, "read_object", refuse)
+        assert loader.sonames_under(tree / "lib", known) == {
+            "libdep.so": str(tree / "lib/libdep.so")}
+
     def test_ld_library_path(self, tree: Path, system: tuple[str, ...]) -> None:
         found = loader.unresolved_in_tree(tree, [str(tree / "lib")], system_dirs=system)
         assert found == []
