@@ -15,7 +15,7 @@ import shutil
 import tempfile
 import zipfile
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -265,7 +265,11 @@ def _top_level_paths(root: Path, meta_dir: Path) -> Iterator[str]:
 def importable_top_level(path: Path) -> list[str]:
     """The top-level modules a wheel installs, for an import check (none for a metapackage)."""
     with open_wheel(path) as dist:
-        names = dist.listing()
+        return top_level_modules(dist.listing())
+
+
+def top_level_modules(names: Iterable[str]) -> list[str]:
+    """The top-level modules among a wheel's member names."""
     found = set()
     for name in names:
         top, _, rest = name.partition("/")

@@ -21,6 +21,7 @@ from releasewheels import pypi_release
 from wheelbuild import build_wheel
 
 from torchstack.cli import main
+from torchstack.generator import siteprojects
 
 SUFFIX = "foss-2023a-CUDA-13.0.2-whl"
 
@@ -68,6 +69,14 @@ class TestSiteProjects:
             text = (out / f"{name}-{SUFFIX}.eb").read_text()
             assert "easyblock = 'PyTorchWheels'" in text
             assert "('PyTorch', '2.14.1', '-CUDA-13.0.2-whl')" in text
+
+    def test_sanity_import_of_its_own_module(self, generated: tuple[int, str, Path]) -> None:
+        # fbgemm-gpu-cpu's wheel also installs `list_versions`, which needs click: only
+        # fbgemm_gpu is imported at sanity check; torchcodec installs only its own module
+        _, _, out = generated
+        fbgemm = (out / f"fbgemm-gpu-cpu-1.9.0-{SUFFIX}.eb").read_text()
+        assert "('fbgemm-gpu-cpu', '1.9.0', {\n        'modulename': 'fbgemm_gpu'," in fbgemm
+        assert "modulename" not in (out / f"torchcodec-0.17.0-{SUFFIX}.eb").read_text()
 
     def test_report_says_each_class(self, generated: tuple[int, str, Path]) -> None:
         _, stdout, _ = generated
@@ -160,3 +169,16 @@ class TestArchitecturesDiffer:
                          r"\(aarch64\): torchao 0\.18\.0: does not depend on torch", stdout), stdout
         text = (tmp_path / "out" / "torchao-0.18.0-foss-2025a-CUDA-12.8.0-whl.eb").read_text()
         assert "torchao-0.18.0-py3-none-any.whl" in text and "abi3" not in text
+
+
+class TestOwnModule:
+    @pytest.mark.parametrize("project, modules, expected", [
+        pytest.param("fbgemm-gpu-cpu", ("fbgemm_gpu", "list_versions"), "fbgemm_gpu",
+                     id="prefix-beside-another"),
+        pytest.param("torchcodec", ("torchcodec",), None, id="only-its-own"),
+        pytest.param("torch-harmonics", ("attention_helpers", "disco_helpers",
+                                         "torch_harmonics"), "torch_harmonics", id="helpers"),
+        pytest.param("oddname", ("something",), None, id="none-matches"),
+    ])
+    def test_choice(self, project: str, modules: tuple[str, ...], expected: str | None) -> None:
+        assert siteprojects.own_module(project, modules) == expected

@@ -282,7 +282,8 @@ class _WheelSet:
         try:
             text = self._easyconfig(resolved, [*self._cuda_deps(False), on_torch, *on],
                                     found.abi, about=siteprojects.about(resolved.project),
-                                    exclude=needs[resolved.project] & modules.keys())
+                                    exclude=needs[resolved.project] & modules.keys(),
+                                    modulename=found.modulename)
         except TorchstackError as exc:
             self.out.notes.append(f"{resolved.project}: not built: {exc}")
             return
@@ -292,7 +293,8 @@ class _WheelSet:
                     provides: str | None = None,
                     toolchain: toolchains.Toolchain | None = None,
                     about: projects.About | None = None,
-                    exclude: Iterable[str] = ()) -> render.EasyconfigText:
+                    exclude: Iterable[str] = (),
+                    modulename: str | None = None) -> render.EasyconfigText:
         """Render one easyconfig; `provides` is the abi_tag of a torch provider; `exclude`:
         projects whose modules `own_deps` already names."""
         provider = provides is not None
@@ -309,7 +311,9 @@ class _WheelSet:
         cuda_first = [d for d in own_deps if d.startswith("('CUDA',")]
         dependencies = [*cuda_first, *(p.dependency for p in modules),
                         *(d for d in own_deps if d not in cuda_first)]
-        exts = tuple(render.extension(self._hashed(r)) for r in (*found.extensions, resolved))
+        exts = (*(render.extension(self._hashed(r)) for r in found.extensions),
+                dataclasses.replace(render.extension(self._hashed(resolved)),
+                                    modulename=modulename))
         text = render.EasyconfigText(
             about.module, Version(resolved.version).public, self.suffix,
             (toolchain.name, toolchain.version), about.homepage, about.description,

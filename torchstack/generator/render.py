@@ -59,6 +59,7 @@ class Extension:
     name: str
     version: str
     sources: tuple[tuple[str, Source], ...]  # (architecture, source), sorted
+    modulename: str | None = None  # the one module the sanity check imports, when set
 
     @property
     def per_arch(self) -> bool:

@@ -36,6 +36,7 @@ class Found:
 
     resolved: Resolved | None = None
     abi: str = ""  # the predicted class, for the report of the written easyconfig
+    modulename: str | None = None  # what the sanity check imports, when not every module
     notes: list[str] = field(default_factory=list)
 
 
@@ -127,7 +128,8 @@ def _checked(found: Found, resolved: Resolved, index: Index, torch: Resolved,
     provider = _provider(torch, variant)
     classes: dict[str, str] = {}
     for arch, file in sorted(resolved.wheels.items()):
-        line, refusal = _predicted(resolved, index, file, torch, provider)
+        line, refusal, modules = _predicted(resolved, index, file, torch, provider)
+        found.modulename = found.modulename or own_module(resolved.project, modules)
         if refusal is not None:
             found.notes.append(f"{resolved.project}: not built for {arch}: {refusal}")
         else:
@@ -143,26 +145,38 @@ def _checked(found: Found, resolved: Resolved, index: Index, torch: Resolved,
 
 
 def _predicted(resolved: Resolved, index: Index, file: IndexFile, torch: Resolved,
-               provider: Fingerprint) -> tuple[str, str | None]:
-    """The report text of one wheel's predicted class, and why it cannot run (or None)."""
+               provider: Fingerprint) -> tuple[str, str | None, tuple[str, ...]]:
+    """The report text of one wheel's predicted class, why it cannot run (or None), and the
+    modules it installs at the top level."""
     label = f"{resolved.project} {resolved.version}"
     try:
         prediction = consumers.predict(index, file)
     except TorchstackError as exc:
         log.debug("%s: no prediction: %s", label, exc)
-        return f"{label}: class recorded at install ({exc})", None
+        return f"{label}: class recorded at install ({exc})", None, ()
     predicted = prediction.fingerprint
     if predicted is None:
-        return f"{label}: does not depend on torch (no torch requirement, no libtorch link)", \
-            None
+        return (f"{label}: does not depend on torch (no torch requirement, no libtorch link)",
+                None, prediction.top_level)
     assumed = compat.assume_built_against(provider, predicted)
     verdict = compat.check(provider, assumed)
     if not verdict.compatible:
-        return "", "; ".join(verdict.reasons)
+        return "", "; ".join(verdict.reasons), prediction.top_level
     line = dataclasses.replace(prediction, fingerprint=assumed).summary(label)
     if assumed is not predicted:  # what install records too (compat.assume_built_against)
         line += f" (no torch release in its metadata: taken as built on {torch.version})"
-    return line, None
+    return line, None, prediction.top_level
+
+
+def own_module(project: str, modules: Sequence[str]) -> str | None:
+    """The module named after the project when the wheel installs others beside it (fbgemm-
+    gpu-cpu's wheel ships `list_versions`, which needs click): the sanity check imports that
+    one only. None when every module is the project's own."""
+    name = project.replace("-", "_")
+    own = [m for m in modules if name == m or name.startswith(m + "_")]
+    if not own or len(own) == len(modules):
+        return None
+    return max(own, key=len)
 
 
 def _provider(torch: Resolved, variant: str) -> Fingerprint:

@@ -22,7 +22,12 @@ from pathlib import Path
 from packaging.version import Version
 
 from torchstack import linkclass
-from torchstack.distributions import Distribution, normalize_name, parse_headers
+from torchstack.distributions import (
+    Distribution,
+    normalize_name,
+    parse_headers,
+    top_level_modules,
+)
 from torchstack.fingerprint import Fingerprint, built_against_release, consumer_fingerprint
 from torchstack.index import _zipdir
 from torchstack.index._elfprefix import (
@@ -60,6 +65,7 @@ class Prediction:
     bytes_read: int
     objects: list[ObjectRead] = field(default_factory=list)
     shim_floor: str | None = None  # the oldest torch with every stable C shim used
+    top_level: tuple[str, ...] = ()  # the modules the wheel installs at the top level
 
     @property
     def unread(self) -> list[ObjectRead]:
@@ -151,7 +157,7 @@ def predict(read: _zipdir.Reader, size: int, tail: bytes, label: str, *,
         raise WheelElfError(f"{label!r} is torch itself, not a consumer")
     fingerprint = consumer_fingerprint(dist, evidence)
     return Prediction(fingerprint, size, counted.fetched + len(tail), objects,
-                      evidence.minimum_torch())
+                      evidence.minimum_torch(), tuple(top_level_modules(dist.listing())))
 
 
 def predict_file(path: Path, *, max_inflated: int = MAX_INFLATED) -> Prediction:
