@@ -119,7 +119,8 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("post", "postiter + postproc steps"),
     ("post.fingerprint", "  torchstack: fingerprint"),
     ("sanity", "sanity check step"),
-    ("sanity.libraries", "  torchstack: library resolution"),
+    ("sanity.libraries", "  torchstack: library resolution (in a thread)"),
+    ("sanity.libraries.wait", "    of which not beside the commands below"),
     ("sanity.import", "  python -c \"import torch, ...\""),
     ("sanity.cxx", "  torchstack: C++ extension build"),
     ("sanity.pip", "  pip --version + pip check + pip list"),
@@ -319,7 +320,10 @@ UV_INSTALL_CMD = re.compile(r"\buv pip install\b")
 IMPORT_CMD = re.compile(r"-c ([\"'])import [\w., ]+\1\s*$")  # exts_filter, not the probes
 CXX_CMD = re.compile(r"torchstack_jit_check\.py\s*$")
 # torchstack's own timing lines (torchstack/install/steps.py)
-TORCHSTACK_TIMING = re.compile(r"^torchstack: (fingerprint|library resolution) took ([\d.]+) s$")
+# (the library resolution runs in a thread beside the sanity commands: "waited" is the part of
+# it that the eb run waited for, the rest overlaps them)
+TORCHSTACK_TIMING = re.compile(r"^torchstack: (fingerprint|library resolution) took ([\d.]+) s"
+                               r"(?:, waited for ([\d.]+) s)?$")
 TIMING_ROWS = {"fingerprint": "post.fingerprint", "library resolution": "sanity.libraries"}
 PIP_CMD = re.compile(r"-m pip (?:check|list|--version)\b")
 
@@ -369,6 +373,8 @@ def _parse_log(text: str) -> Log:
         elif (timing := TORCHSTACK_TIMING.match(message)) is not None:
             row = TIMING_ROWS[timing.group(1)]
             timings[row] = timings.get(row, 0.0) + float(timing.group(2))
+            waited = timing.group(3) if timing.group(3) is not None else timing.group(2)
+            timings[f"{row}.wait"] = timings.get(f"{row}.wait", 0.0) + float(waited)
         elif COMMAND_START.match(message):
             pending, expect_command = (stamp, ""), True
         elif COMMAND_END.match(message) and pending is not None:
@@ -416,11 +422,12 @@ def breakdown(stdout: str, wall: float) -> tuple[dict[str, float], str]:
                                  - phases["sanity.pip"] - phases["sanity.cxx"])
     phases["post.fingerprint"] = parsed.timings.get("post.fingerprint", 0.0)
     phases["sanity.libraries"] = parsed.timings.get("sanity.libraries", 0.0)
+    phases["sanity.libraries.wait"] = parsed.timings.get("sanity.libraries.wait", 0.0)
     phases["sanity.eb"] = (phases["sanity"] - sum(c.seconds for c in sanity)
-                           - phases["sanity.libraries"])
+                           - phases["sanity.libraries.wait"])
     phases["fixed"] = wall - sum(phases[k] for k in (
         "ext.install", "sanity.import", "sanity.cxx", "sanity.pip", "post.fingerprint",
-        "sanity.libraries"))
+        "sanity.libraries.wait"))
     installer = "?"
     if installs:
         installer = "uv" if UV_INSTALL_CMD.search(installs[0].text) else "pip"

@@ -16,14 +16,13 @@ from easybuild.easyblocks.generic.pythonbundle import PythonBundle
 from easybuild.framework.easyconfig import CUSTOM
 from easybuild.tools.build_log import EasyBuildError
 from easybuild.tools.config import build_option
-from easybuild.tools.filetools import remove
 from easybuild.tools.modules import get_software_root, get_software_version
 from easybuild.tools.run import run_shell_cmd
 
 from torchstack import TorchstackError, cudalibs, wheeltags
 from torchstack.distributions import importable_top_level
 from torchstack.install import jitcheck, libraries, runpath, steps
-from torchstack.install.wheels import install_command, leftovers
+from torchstack.install.wheels import install_command, start_removal
 
 CUDA_LIBS_CHOICES = ('wheels', 'modules')
 
@@ -64,6 +63,7 @@ class PyTorchWheels(PythonBundle):
                                  self.cfg['cuda_libs'])
         self.fingerprint = None
         self.import_names = []
+        self._cache_removal = None
 
     def install_all_extensions(self, install=True):
         """Install every wheel at once with the fast installer; anything else as PythonBundle does."""
@@ -85,7 +85,8 @@ class PyTorchWheels(PythonBundle):
         try:
             run_shell_cmd(' '.join(cmd))
         finally:
-            remove(leftovers(self.installdir))
+            # Deleted while the installation is checked; joined at the end of the sanity check.
+            self._cache_removal = start_removal(self.installdir)
         for line in cudalibs.write_stand_ins(Path(self.installdir) / self.pylibdir, cuda_plan):
             self.log.info("torchstack: %s", line)
         others = [ext for ext in self.ext_instances if ext not in wheels]
@@ -142,28 +143,34 @@ class PyTorchWheels(PythonBundle):
             raise EasyBuildError("torchstack: %s", err) from err
 
     def sanity_check_step(self, *args, **kwargs):
-        """Also: every loadable shared object finds its libraries; torch is what was declared."""
-        self._check_libraries_resolve()
-        self._check_declared_torch()
-        commands = list(kwargs.get('custom_commands') or [])
-        if self.import_names:
-            commands.append("%s -c 'import %s'" % (self.python_cmd, ', '.join(self.import_names)))
-        if self._has_cxx_compiler() and self.fingerprint is not None:
-            commands.append("%s %s" % (self.python_cmd, jitcheck.write_script(self.builddir)))
-        kwargs['custom_commands'] = commands
-        super().sanity_check_step(*args, **kwargs)
+        """Also: every loadable shared object finds its libraries (resolved in a thread beside
+        EasyBuild's checks, reported first); torch is what was declared."""
+        library_check = self._start_library_check()
+        try:
+            self._check_declared_torch()
+            commands = list(kwargs.get('custom_commands') or [])
+            if self.import_names:
+                commands.append("%s -c 'import %s'" % (self.python_cmd, ', '.join(self.import_names)))
+            if self._has_cxx_compiler() and self.fingerprint is not None:
+                commands.append("%s %s" % (self.python_cmd, jitcheck.write_script(self.builddir)))
+            kwargs['custom_commands'] = commands
+            super().sanity_check_step(*args, **kwargs)
+        finally:
+            if self._cache_removal is not None:
+                self._cache_removal.join()
+            steps.finish_library_check(self, library_check)
 
     def _has_cxx_compiler(self):
         """A toolchain with a compiler: a tiny torch C++ extension is built with it at sanity check."""
         return not self.toolchain.is_system_toolchain() and bool(self.toolchain.comp_family())
 
-    def _check_libraries_resolve(self):
+    def _start_library_check(self):
         """With the CUDA modules in the RPATH, without LD_LIBRARY_PATH or the modules' folders."""
         if self._rpath_cuda_libs():
             search_path = []
         else:
             search_path = libraries.search_path(os.environ.get('LD_LIBRARY_PATH', ''), steps.dependency_roots(self))
-        steps.check_libraries_resolve(self, search_path)
+        return steps.start_library_check(self, search_path)
 
     def _check_declared_torch(self):
         torch_exts = [e for e in self.cfg['exts_list'] if isinstance(e, tuple) and e[0] == 'torch']

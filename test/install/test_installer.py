@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from torchstack.install.wheels import (
     InstallerError,
     cache_dir,
     install_command,
+    start_removal,
     uv_binary,
 )
 
@@ -160,7 +160,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     inode = module.stat().st_ino
     in_cache = any(p.stat().st_ino == inode for p in cache.rglob("__init__.py"))
     links_before = module.stat().st_nlink
-    shutil.rmtree(cache)  # as the easyblock does after the install
+    start_removal(str(prefix)).join()  # as the easyblock does after the install
     return Installed(prefix, site, links_before, in_cache)
 
 
@@ -194,6 +194,9 @@ class TestRealInstall:
 
     def test_files_survive_removing_the_cache(self, installed: Installed) -> None:
         assert not Path(cache_dir(str(installed.prefix))).exists()
+        assert not (installed.prefix / ".lock").exists()
+        assert sorted(p.name for p in installed.prefix.parent.iterdir()
+                      if p.name.startswith("prefix")) == ["prefix"]
         module = installed.site_packages / "tinypkg" / "__init__.py"
         assert module.read_text() == "VALUE = 42\n"
         assert module.stat().st_nlink == 1

@@ -6,13 +6,16 @@ same pip-compatible metadata (RECORD, INSTALLER), so `pip check` and `pip list` 
 
 uv unpacks into its cache and then links or copies into the prefix. A cache on the prefix's
 own file system lets it hard-link, so 700 MB of torch is written once, not twice; the cache
-is removed after the install and the hard links keep the files.
+is removed after the install and the hard links keep the files. Unlinking its 12,000 entries
+takes seconds, so the cache is renamed out of the prefix at once and deleted by a thread
+while the installation is checked (`start_removal`).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import threading
 from collections.abc import Sequence
 
 from torchstack.errors import TorchstackError
@@ -46,6 +49,34 @@ def cache_dir(prefix: str) -> str:
 def leftovers(prefix: str) -> list[str]:
     """What an install leaves in the prefix besides the packages: the cache and uv's lock."""
     return [cache_dir(prefix), os.path.join(prefix, ".lock")]
+
+
+def start_removal(prefix: str) -> threading.Thread:
+    """Take the `leftovers` out of `prefix` now and delete them in a thread; join it to wait.
+
+    The cache is renamed beside the prefix (same file system, so the rename is instant), out of
+    reach of anything that walks the installation; where the rename fails it is deleted here.
+    The thread is not a daemon: the process does not end before the cache is gone.
+    """
+    cache, lock = leftovers(prefix)
+    if os.path.lexists(lock):
+        os.remove(lock)
+    doomed = f"{prefix.rstrip(os.sep)}{CACHE_DIR}-{os.getpid()}"
+    try:
+        os.rename(cache, doomed)
+    except FileNotFoundError:
+        doomed = ""
+    except OSError:
+        shutil.rmtree(cache)
+        doomed = ""
+    thread = threading.Thread(target=_remove_tree, args=(doomed,), name="torchstack-uv-cache")
+    thread.start()
+    return thread
+
+
+def _remove_tree(path: str) -> None:
+    if path:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def install_command(python: str, prefix: str, wheels: Sequence[str]) -> list[str]:
