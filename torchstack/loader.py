@@ -355,9 +355,11 @@ def iter_shared_objects(root: str | os.PathLike[str]) -> Iterator[str]:
     for folder, dirnames, filenames in os.walk(root):
         dirnames.sort()
         for filename in sorted(filenames):
+            if not _SHARED_OBJECT_NAME.search(filename):
+                continue  # before realpath: most files of a tree are not shared objects
             path = os.path.join(folder, filename)
             key = (os.path.realpath(path), os.path.abspath(folder))
-            if not _SHARED_OBJECT_NAME.search(filename) or key in seen:
+            if key in seen:
                 continue
             seen.add(key)
             if _is_elf(path):
