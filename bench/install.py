@@ -1,35 +1,55 @@
 #!/usr/bin/env python3
-"""Benchmark `eb` installing the torch 2.13.0+cpu wheel: PyTorchWheels against upstream.
+"""Benchmark `eb` installing torch from wheels: PyTorchWheels against upstream's PythonBundle.
 
-Two easyconfigs install the same wheel (this machine's `pip download --no-deps torch==2.13.0`,
-cached) on the same Python module (the test suite's stand-in: an Lmod module around a venv)
-with the SYSTEM toolchain, each through the real `python -m easybuild.main`:
+Two stacks, each installed by easyconfigs of both easyblocks on the same Python module (the
+test suite's stand-in: an Lmod module around a venv), through the real `python -m easybuild.main`:
 
-  ours      easyblock = 'PyTorchWheels' (--include-easyblocks): one `uv pip install
-            --compile-bytecode` for all wheels, then the torchstack fingerprint
-  upstream  easyblock = 'PythonBundle', shaped like EasyBuild 5.4's
-            PyTorch-2.9.1-foss-2025a-whl.eb: the torch wheel in exts_list with its sha256 in
-            the dict form, the same modextrapaths (sympy, an extension there, is already in
-            the stand-in Python here, as networkx and SciPy-bundle are dependencies there)
+  --stack cpu     the torch 2.13.0+cpu wheel (this machine's `pip download --no-deps
+                  torch==2.13.0`, cached)
+      ours        easyblock = 'PyTorchWheels' (--include-easyblocks): one `uv pip install
+                  --compile-bytecode` for all wheels, then the torchstack fingerprint
+      upstream    easyblock = 'PythonBundle', shaped like EasyBuild 5.4's
+                  PyTorch-2.9.1-foss-2025a-whl.eb: the wheel in exts_list with its sha256 in
+                  the dict form, the same modextrapaths
+  --stack cuda13  torch 2.14.1 with every wheel it pins (`pip download torch==2.14.1`: the
+                  nvidia wheels, triton, cuda-bindings; about 3 GB, cached)
+      ours              PyTorchWheels, cuda_libs = 'wheels': every wheel (about 5 GB installed)
+      upstream          PythonBundle with the same wheels in exts_list
+      ours-modules      PyTorchWheels, cuda_libs = 'modules': torch, triton, cuda-bindings and
+                        cuda-pathfinder on stand-in CUDA, cuDNN, NCCL, cuSPARSELt and NVSHMEM
+                        modules holding the nvidia wheels' real libraries (test/cudastack.py)
+      upstream-modules  upstream's own way, as PyTorch-2.9.1-foss-2025a-CUDA-12.8.0-whl.eb:
+                        PythonBundle with the same four wheels on the same modules and a
+                        CUDA-wheel-bundle module of dummy packages (dummy_package = True) for
+                        torch's pins, installed before the timed run
 
-Both carry upstream's modextrapaths, so the easyblock is the only difference. The runs are
-interleaved (ours, upstream, ours, upstream, ...), each into a fresh EasyBuild tree (install,
-source, build and tmp paths) under a temporary directory that is removed at the end; only
-the Python venv and the wheel are reused, from ${TORCHSTACK_CACHE:-~/.cache/torchstack},
-through the test harness (test/ebenv.py, test/conftest.py). The wall time of each whole
-`eb` process is measured (time.perf_counter); where that time goes is read from the
-timestamps of each run's EasyBuild log (steps, and the shell commands run inside them) and
-from torchstack's own timing lines in it (fingerprint, library resolution).
+All carry upstream's modextrapaths, so the easyblock is the only difference. The runs are
+interleaved (ours, upstream, ..., round after round), each into a fresh EasyBuild tree (install,
+source, build and tmp paths) under a temporary directory that is removed at the end; only the
+Python venv, the wheels and the stand-in modules' libraries are reused, from
+${TORCHSTACK_CACHE:-~/.cache/torchstack}, through the test harness (test/ebenv.py,
+test/conftest.py, test/cudastack.py). The wall time of each whole `eb` process is measured
+(time.perf_counter), and its peak RSS: that of the largest process of the eb process tree
+(wait4), not the sum of processes running at once. Where the time goes is read from the
+timestamps of each run's EasyBuild log (steps, and the shell commands run inside them) and from
+torchstack's own timing lines in it (fingerprint, library resolution).
 
-After each round the floor of each part is measured on the same machine: copying the unpacked
-wheel (`cp -a`, unzipped beforehand), byte-compiling the copy with `compileall -j0` (all
-cores), `import torch` from it, reading each shared object's dynamic section once, and an
-`eb` run of an empty Bundle with the same Python dependency (EasyBuild's fixed cost).
+With --toolchain gcccore the easyconfigs use a GCCcore toolchain of the system's gcc (a site
+module, test/ebenv.py), so PyTorchWheels builds its C++ extension at sanity check; with the
+default SYSTEM toolchain it has no compiler and skips that check.
 
-The target, at most 0.5x the upstream median, is reported but never enforced: the exit code
-is 0 unless an `eb` run (or the preparation) fails, then 1 with the tail of its output.
+After each round the floor of each part is measured on the same machine, for each set of wheels:
+copying the unpacked wheels (`cp -a`, unzipped beforehand), byte-compiling the copy with
+`compileall -j0` (all cores), `import torch` from it, reading each shared object's dynamic
+section once, building the C++ extension against it (with --toolchain gcccore), and an `eb`
+run of an empty Bundle with the same Python dependency (EasyBuild's fixed cost).
 
-Usage: python3 bench/install.py [--rounds N] [--json]
+The target, at most 0.5x the upstream median for the CPU wheel, is reported but never enforced:
+the exit code is 0 unless an `eb` run (or the preparation) fails, then 1 with the tail of its
+output. For the CUDA stack the ratios are reported without a target.
+
+Usage: python3 bench/install.py [--stack cpu|cuda13] [--toolchain system|gcccore]
+                                [--rounds N] [--json]
 """
 
 from __future__ import annotations
@@ -55,23 +75,32 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "test"))
 sys.path.insert(0, str(REPO / "bench"))
 
-from _common import RunStats, log, positive  # noqa: E402
+from _common import RunStats, log, positive, timed_run  # noqa: E402
 from conftest import cache_dir, cache_lock, download_wheel  # noqa: E402
+from cudastack import (  # noqa: E402
+    IN_PYTHON_MODULE,
+    download_stack,
+    make_module_roots,
+    module_versions,
+    write_module,
+)
 from ebenv import (  # noqa: E402
+    GCC_VERSION,
     PYTHON_VERSION,
     EasyBuildEnv,
     make_python_root,
     wheel_easyconfig,
+    write_gcccore_toolchain,
 )
 from wheelbuild import sha256  # noqa: E402
 
-TORCH_VERSION = "2.13.0"
-EXT_VERSION = f"{TORCH_VERSION}+cpu"
 DEFAULT_ROUNDS = 3
-TARGET_RATIO = 0.5  # ours / upstream, medians; reported, not enforced
+TARGET_RATIO = 0.5  # ours / upstream for the CPU wheel, medians; reported, not enforced
 TAIL_CHARS = 4000
+# EasyBuild's SYSTEM, as the toolchain of a dependency
+SYSTEM_DEP = {"name": "system", "version": "system"}
 
-# As in PyTorch-2.9.1-foss-2025a-whl.eb; given to both variants.
+# As in PyTorch-2.9.1-foss-2025a-whl.eb; given to every variant.
 MODEXTRAPATHS = """\
 _torch_site_packages = 'lib/python%(pyshortver)s/site-packages/torch'
 modextrapaths = {
@@ -84,35 +113,26 @@ modextrapaths = {
 UPSTREAM_EASYCONFIG = """\
 easyblock = 'PythonBundle'
 
-name = 'PyTorch'
+name = '{name}'
 version = '{version}'
-versionsuffix = '-whl'
+versionsuffix = '{versionsuffix}'
 
 homepage = 'https://pytorch.org/'
-description = \"\"\"PyTorch is an optimized tensor library for deep learning using GPUs and CPUs.
-Used for applications such as computer vision, deep learning research and
-natural language processing.
-This module provides the official wheels of PyTorch from pytorch.org\"\"\"
+description = \"\"\"{description}\"\"\"
 
-toolchain = SYSTEM
+toolchain = {toolchain}
 
-dependencies = [
-    ('Python', '{python}'),
-]
+dependencies = {dependencies}
 
-exts_list = [
-    ('torch', '{ext_version}', {{
-        'sources': ['{wheel}'],
-        'checksums': [{{
-            '{wheel}':
-                '{checksum}',
-        }}],
-    }}),
-]
-
-{modextrapaths}
+{body}
 moduleclass = 'ai'
 """
+
+UPSTREAM_DESCRIPTION = """\
+PyTorch is an optimized tensor library for deep learning using GPUs and CPUs.
+Used for applications such as computer vision, deep learning research and
+natural language processing.
+This module provides the official wheels of PyTorch from pytorch.org"""
 
 # Rows of the breakdown: (key, label). Top-level rows add up to the eb wall time of a run.
 ROWS: tuple[tuple[str, str], ...] = (
@@ -147,7 +167,7 @@ PARTS: tuple[tuple[str, str, str | None], ...] = (
     ("import torch (sanity)", "sanity.import", "import"),
     ("library resolution (sanity)", "sanity.libraries", "read_objects"),
     ("fingerprint (postproc)", "post.fingerprint", None),
-    ("C++ extension build (sanity)", "sanity.cxx", None),
+    ("C++ extension build (sanity)", "sanity.cxx", "cxx"),
     ("pip --version/check/list (sanity)", "sanity.pip", None),
 )
 
@@ -158,17 +178,47 @@ class BenchError(Exception):
 
 @dataclass(frozen=True)
 class Variant:
-    """One way of installing the wheel: the easyblock its easyconfig names."""
+    """One way of installing a stack: the easyblock, the set of wheels, where CUDA comes from.
+
+    `anchor` is the key of the upstream variant this one is set against (None: it is one)."""
 
     key: str
     label: str
     easyblock: str
+    wheel_set: str  # "all": every wheel of the stack; "python": the CUDA libraries from modules
+    cuda_libs: str | None = None  # PyTorchWheels' cuda_libs; None: its default
+    anchor: str | None = None
 
 
-VARIANTS = (
-    Variant("ours", "ours: PyTorchWheels", "PyTorchWheels"),
-    Variant("upstream", "upstream: PythonBundle", "PythonBundle"),
-)
+@dataclass(frozen=True)
+class Stack:
+    """What is installed: torch's version, the module's versionsuffix, the variants."""
+
+    key: str
+    version: str
+    versionsuffix: str
+    variants: tuple[Variant, ...]
+    target: float | None  # ours / upstream, reported; None: measured without a target
+
+
+STACKS = {
+    "cpu": Stack("cpu", "2.13.0", "-whl", (
+        Variant("ours", "ours: PyTorchWheels", "PyTorchWheels", "all", anchor="upstream"),
+        Variant("upstream", "upstream: PythonBundle", "PythonBundle", "all"),
+    ), TARGET_RATIO),
+    "cuda13": Stack("cuda13", "2.14.1", "-CUDA-13.0-whl", (
+        Variant("ours", "ours: PyTorchWheels, nvidia wheels", "PyTorchWheels", "all",
+                "wheels", anchor="upstream"),
+        Variant("upstream", "upstream: PythonBundle, nvidia wheels", "PythonBundle", "all"),
+        Variant("ours-modules", "ours: PyTorchWheels, CUDA modules", "PyTorchWheels", "python",
+                "modules", anchor="upstream-modules"),
+        Variant("upstream-modules", "upstream: PythonBundle, CUDA modules + dummy bundle",
+                "PythonBundle", "python"),
+    ), None),
+}
+# The wheels of the CUDA stack that the "python" set keeps (as test/install/test_easyblock_cuda.py)
+PYTHON_WHEELS = ("torch", "triton", "cuda-bindings", "cuda-pathfinder")
+WHEEL_SETS = {"all": "every wheel of the stack", "python": "without the CUDA library wheels"}
 
 
 @dataclass(frozen=True)
@@ -176,6 +226,7 @@ class Run:
     """One finished eb run."""
 
     seconds: float
+    max_rss_kb: int
     phases: dict[str, float]
     installer: str
 
@@ -200,52 +251,198 @@ class Series(RunStats):
 
 
 @dataclass(frozen=True)
-class Inputs:
-    """What every run reuses: the cached wheel, its sha256, the cached Python venv."""
+class Wheel:
+    """One exts_list entry: project, version, the cached wheel, its sha256."""
 
-    wheel: Path
+    project: str
+    version: str
+    path: Path
     checksum: str
+
+    def entry(self) -> tuple[str, str, Path, str]:
+        return (self.project, self.version, self.path, self.checksum)
+
+
+@dataclass(frozen=True)
+class Module:
+    """A stand-in site module (CUDA, cuDNN, ...) and the install root it points at."""
+
+    name: str
+    version: str
+    root: Path
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What every run reuses: the cached wheels by set, the Python venv, the stand-in modules,
+    torch's pinned CUDA projects (for upstream's dummy bundle), the toolchain."""
+
+    stack: Stack
+    wheel_sets: dict[str, tuple[Wheel, ...]]
     python_root: Path
+    toolchain: str  # "system" or "gcccore"
+    modules: tuple[Module, ...] = ()
+    pins: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def wheels(self) -> tuple[Wheel, ...]:
+        return self.wheel_sets["all"]
 
 
-def prepare() -> Inputs:
-    """The cached torch wheel and Python venv, through the test harness and its locks."""
-    wheel = download_wheel(f"torch=={TORCH_VERSION}")
-    if "+cpu" not in wheel.name:
-        raise BenchError(f"pip served {wheel.name}, not the {EXT_VERSION} build")
+def _wheel(path: Path) -> Wheel:
+    from packaging.utils import canonicalize_name, parse_wheel_filename
+
+    name, version, _, _ = parse_wheel_filename(path.name)
+    return Wheel(str(canonicalize_name(name)), str(version), path, sha256(path))
+
+
+def prepare(stack: Stack, toolchain: str) -> Inputs:
+    """The cached wheels, Python venv and stand-in modules, through the test harness and its
+    locks; checksums are computed here, before anything is timed."""
     with cache_lock("pyroot"):
         python_root = make_python_root(cache_dir())
     from torchstack.paths import easyblocks_path
 
     easyblocks_path()  # fails early without torchstack's easyblocks; imported before timing
-    return Inputs(wheel, sha256(wheel), python_root)
+    if stack.key == "cpu":
+        wheel = download_wheel(f"torch=={stack.version}")
+        if "+cpu" not in wheel.name:
+            raise BenchError(f"pip served {wheel.name}, not the {stack.version}+cpu build")
+        return Inputs(stack, {"all": (_wheel(wheel),)}, python_root, toolchain)
+    with cache_lock("cuda-stack"):
+        found = download_stack(cache_dir() / "cuda-stack")
+    every = tuple(_wheel(path) for name, path in sorted(found.items())
+                  if name not in IN_PYTHON_MODULE)
+    python = tuple(w for w in every if w.project in PYTHON_WHEELS)
+    with cache_lock("cuda-modules"):
+        roots = make_module_roots(cache_dir() / "cuda-modules", found)
+    versions = module_versions(found)
+    modules = tuple(Module(name, versions[name], root) for name, root in sorted(roots.items()))
+    return Inputs(stack, {"all": every, "python": python}, python_root, toolchain, modules,
+                  _cuda_pins(found["torch"]))
+
+
+def _cuda_pins(torch_wheel: Path) -> tuple[tuple[str, str], ...]:
+    """torch's pinned CUDA projects on this Python and machine: upstream's dummy bundle."""
+    import platform
+
+    from torchstack import cudalibs
+    from torchstack.distributions import open_wheel
+
+    with open_wheel(torch_wheel) as torch:
+        pins = cudalibs.cuda_pins(torch.requires_dist, f"{sys.version_info[0]}."
+                                  f"{sys.version_info[1]}", platform.machine())
+    return tuple(sorted({(pin.project, pin.version) for pin in pins}))
+
+
+def _toolchain(inputs: Inputs) -> str:
+    if inputs.toolchain == "system":
+        return "SYSTEM"
+    return f"{{'name': 'GCCcore', 'version': '{GCC_VERSION}'}}"
+
+
+def _module_dependencies(inputs: Inputs) -> list[tuple[Any, ...]]:
+    """The stand-in modules as dependencies, at SYSTEM level as a site's CUDA module is."""
+    if inputs.toolchain == "system":
+        return [(m.name, m.version) for m in inputs.modules]
+    return [(m.name, m.version, "", SYSTEM_DEP) for m in inputs.modules]
+
+
+def setup_env(root: Path, inputs: Inputs) -> EasyBuildEnv:
+    """A fresh EasyBuild tree with the Python module, the toolchain and the stand-in modules."""
+    env = EasyBuildEnv(root, inputs.python_root).setup()
+    if inputs.toolchain == "gcccore":
+        write_gcccore_toolchain(env)
+    for module in inputs.modules:
+        write_module(env.site_modules, module.name, module.version, module.root)
+    return env
 
 
 def write_easyconfig(variant: Variant, env: EasyBuildEnv, inputs: Inputs) -> Path:
-    path = env.root / f"PyTorch-{TORCH_VERSION}-whl.eb"
+    stack = inputs.stack
+    wheels = inputs.wheel_sets[variant.wheel_set]
+    dependencies = _module_dependencies(inputs) if variant.wheel_set == "python" else []
+    path = env.root / f"PyTorch-{stack.version}{stack.versionsuffix}.eb"
     if variant.easyblock == "PyTorchWheels":
+        cuda_libs = f"cuda_libs = {variant.cuda_libs!r}\n" if variant.cuda_libs else ""
         return wheel_easyconfig(
-            path, "PyTorch", TORCH_VERSION,
-            [("torch", EXT_VERSION, inputs.wheel, inputs.checksum)],
-            extra=MODEXTRAPATHS,
+            path, "PyTorch", stack.version, [w.entry() for w in wheels],
+            dependencies=dependencies, versionsuffix=stack.versionsuffix,
+            extra=MODEXTRAPATHS + cuda_libs, toolchain=_toolchain(inputs),
         )
+    if dependencies:  # torch's pins, met by dummy packages as upstream's CUDA-wheel-bundle does
+        dependencies.append(("CUDA-wheel-bundle", stack.version))
     path.write_text(UPSTREAM_EASYCONFIG.format(
-        version=TORCH_VERSION, python=PYTHON_VERSION, ext_version=EXT_VERSION,
-        wheel=inputs.wheel.name, checksum=inputs.checksum, modextrapaths=MODEXTRAPATHS,
+        name="PyTorch", version=stack.version, versionsuffix=stack.versionsuffix,
+        description=UPSTREAM_DESCRIPTION, toolchain=_toolchain(inputs),
+        dependencies=_dependencies_text(dependencies),
+        body=_upstream_exts(wheels) + "\n" + MODEXTRAPATHS,
     ))
     return path
 
 
-def run_eb(
-    variant: Variant, env: EasyBuildEnv, easyconfig: Path
-) -> subprocess.CompletedProcess[str]:
+def _dependencies_text(dependencies: list[tuple[Any, ...]]) -> str:
+    lines = [f"    {dep!r}," for dep in [("Python", PYTHON_VERSION), *dependencies]]
+    return "[\n" + "\n".join(lines) + "\n]"
+
+
+def _upstream_exts(wheels: tuple[Wheel, ...]) -> str:
+    """exts_list in upstream's form: the sha256 in the dict form; only torch and triton are
+    imported, as in upstream's PyTorch and Triton easyconfigs (nvidia-* and cuda-* wheels have
+    no module of their name)."""
+    entries = []
+    for wheel in wheels:
+        imported = wheel.project in ("torch", "triton")
+        modulename = "" if imported else "        'modulename': False,\n"
+        entries.append(
+            f"    ({wheel.project!r}, {wheel.version!r}, {{\n"
+            f"        'sources': [{wheel.path.name!r}],\n"
+            f"        'checksums': [{{\n"
+            f"            {wheel.path.name!r}:\n"
+            f"                {wheel.checksum!r},\n"
+            f"        }}],\n{modulename}"
+            f"    }}),")
+    return "exts_list = [\n" + "\n".join(entries) + "\n]\n"
+
+
+DUMMY_BUNDLE = """\
+easyblock = 'PythonBundle'
+
+name = 'CUDA-wheel-bundle'
+version = '{version}'
+
+homepage = 'https://developer.nvidia.com/cuda'
+description = "Dummy packages for torch's pinned CUDA wheels (torchstack benchmark)"
+
+toolchain = {toolchain}
+
+dependencies = [('Python', '{python}')]
+
+dummy_package = True
+
+exts_list = {exts}
+
+moduleclass = 'lib'
+"""
+
+
+def install_dummy_bundle(env: EasyBuildEnv, inputs: Inputs) -> None:
+    """Upstream's CUDA-wheel-bundle for the upstream-modules variant, before the timed run."""
+    easyconfig = env.root / f"CUDA-wheel-bundle-{inputs.stack.version}.eb"
+    easyconfig.write_text(DUMMY_BUNDLE.format(
+        version=inputs.stack.version, toolchain=_toolchain(inputs), python=PYTHON_VERSION,
+        exts=repr(list(inputs.pins))))
+    result = env.run_eb(str(easyconfig))
+    if result.returncode != 0:
+        raise BenchError(f"the dummy CUDA-wheel-bundle failed, {easyconfig}:\n{tail(result)}")
+
+
+def eb_command(variant: Variant, env: EasyBuildEnv, easyconfig: Path) -> list[str]:
     """Ours through the harness (with --include-easyblocks); upstream's needs no include."""
     if variant.easyblock == "PyTorchWheels":
-        return env.eb(easyconfig)
-    command = [sys.executable, "-m", "easybuild.main", str(easyconfig),
-               "--allow-use-as-root-and-accept-consequences"]
-    return subprocess.run(command, env=env.environ(), capture_output=True, text=True,
-                          cwd=env.root, check=False)
+        return env.eb_command(str(easyconfig))
+    return [sys.executable, "-m", "easybuild.main", str(easyconfig),
+            "--allow-use-as-root-and-accept-consequences"]
 
 
 EMPTY_EASYCONFIG = """\
@@ -257,7 +454,7 @@ version = '1.0'
 homepage = 'https://pytorch.org/'
 description = "Nothing: the fixed cost of an eb run (torchstack benchmark)"
 
-toolchain = SYSTEM
+toolchain = {toolchain}
 
 dependencies = [('Python', '{python}')]
 
@@ -282,28 +479,36 @@ def _timed(command: list[str], **kwargs: Any) -> float:
     return seconds
 
 
-def measure_floor(inputs: Inputs, root: Path) -> dict[str, float]:
-    """Seconds of each floor, measured into `root`, which is removed afterwards."""
+def measure_floor(inputs: Inputs, wheel_set: str, root: Path) -> dict[str, float]:
+    """Seconds of each floor for one set of wheels, measured into `root` (removed afterwards)."""
     from torchstack import loader
+    from torchstack.install.jitcheck import write_script
 
     python = str(inputs.python_root / "bin" / "python")
     unpacked, copy = root / "unpacked", root / "copy"
+    # the modules' libraries, as their modules put them on LD_LIBRARY_PATH
+    libraries = ":".join(str(m.root / "lib") for m in inputs.modules) if wheel_set == "python" \
+        else ""
+    environ = dict(os.environ, PYTHONPATH=str(copy), LD_LIBRARY_PATH=libraries)
     try:
         root.mkdir(parents=True)
-        with zipfile.ZipFile(inputs.wheel) as archive:
-            archive.extractall(unpacked)
+        for wheel in inputs.wheel_sets[wheel_set]:
+            with zipfile.ZipFile(wheel.path) as archive:
+                archive.extractall(unpacked)
         floor = {"copy": _timed(["cp", "-a", str(unpacked), str(copy)])}
         floor["compile"] = _timed([python, "-m", "compileall", "-q", "-j0", str(copy)])
         floor["copy_compile"] = floor["copy"] + floor["compile"]
-        floor["import"] = _timed([python, "-c", "import torch"], cwd=root,
-                                 env=dict(os.environ, PYTHONPATH=str(copy)))
+        floor["import"] = _timed([python, "-c", "import torch"], cwd=root, env=environ)
         start = time.perf_counter()
         for path in loader.iter_shared_objects(copy):
             loader.read_object(path)
         floor["read_objects"] = time.perf_counter() - start
-        env = EasyBuildEnv(root / "eb", inputs.python_root).setup()
+        if inputs.toolchain == "gcccore":
+            floor["cxx"] = _timed([python, str(write_script(root))], cwd=root, env=environ)
+        env = setup_env(root / "eb", inputs)
         easyconfig = env.root / "Empty-1.0.eb"
-        easyconfig.write_text(EMPTY_EASYCONFIG.format(python=PYTHON_VERSION))
+        easyconfig.write_text(EMPTY_EASYCONFIG.format(toolchain=_toolchain(inputs),
+                                                      python=PYTHON_VERSION))
         start = time.perf_counter()
         result = env.eb(easyconfig)
         floor["empty_eb"] = time.perf_counter() - start
@@ -443,64 +648,85 @@ def breakdown(stdout: str, wall: float) -> tuple[dict[str, float], str]:
 # -- measuring -----------------------------------------------------------------------------
 
 
-def tail(result: subprocess.CompletedProcess[str]) -> str:
+def tail(result: Any) -> str:
+    """The end of a finished command's output (.stdout and .stderr)."""
     return (f"--- stdout (tail) ---\n{result.stdout[-TAIL_CHARS:]}\n"
             f"--- stderr (tail) ---\n{result.stderr[-TAIL_CHARS:]}")
 
 
 def run_once(variant: Variant, root: Path, inputs: Inputs) -> Run:
     """One eb run into a fresh tree `root`, which is removed afterwards."""
-    env = EasyBuildEnv(root, inputs.python_root).setup()
-    env.stage_source("PyTorch", inputs.wheel)
-    easyconfig = write_easyconfig(variant, env, inputs)
     try:
-        start = time.perf_counter()
-        result = run_eb(variant, env, easyconfig)
-        seconds = time.perf_counter() - start
+        env = setup_env(root, inputs)
+        for wheel in inputs.wheel_sets[variant.wheel_set]:
+            env.stage_source("PyTorch", wheel.path)
+        if variant.easyblock == "PythonBundle" and variant.wheel_set == "python":
+            install_dummy_bundle(env, inputs)
+        easyconfig = write_easyconfig(variant, env, inputs)
+        result = timed_run(eb_command(variant, env, easyconfig), env=env.environ(), cwd=env.root)
         if result.returncode != 0:
             raise BenchError(f"eb failed for {variant.label} (exit {result.returncode}), "
                              f"{easyconfig}:\n{tail(result)}")
-        phases, installer = breakdown(result.stdout, seconds)
+        phases, installer = breakdown(result.stdout, result.seconds)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    return Run(seconds, phases, installer)
+    return Run(result.seconds, result.max_rss_kb, phases, installer)
 
 
 def measure(
     inputs: Inputs, rounds: int, workdir: Path
-) -> tuple[list[Series], list[dict[str, float]]]:
-    """Each round: one run of each variant, then the floor; all interleaved."""
-    series = [Series(v) for v in VARIANTS]
-    floors: list[dict[str, float]] = []
+) -> tuple[list[Series], dict[str, list[dict[str, float]]]]:
+    """Each round: one run of each variant, then the floor of each set of wheels; all
+    interleaved."""
+    series = [Series(v) for v in inputs.stack.variants]
+    floors: dict[str, list[dict[str, float]]] = {
+        v.wheel_set: [] for v in inputs.stack.variants}
     for number in range(1, rounds + 1):
         for entry in series:
             root = workdir / f"{entry.variant.key}-{number}"
             run = run_once(entry.variant, root, inputs)
             entry.runs.append(run)
-            log(f"round {number}/{rounds} {entry.variant.label}: {run.seconds:.1f} s "
-                f"(installer: {run.installer})")
-        floors.append(measure_floor(inputs, workdir / f"floor-{number}"))
-        log(f"round {number}/{rounds} floor: " + ", ".join(
-            f"{key} {value:.1f} s" for key, value in floors[-1].items()))
+            log(f"round {number}/{rounds} {entry.variant.label}: {run.seconds:.1f} s, "
+                f"peak RSS {run.max_rss_kb / 1024:.0f} MB (installer: {run.installer})")
+        for wheel_set, measured in floors.items():
+            measured.append(measure_floor(inputs, wheel_set, workdir / f"floor-{number}"))
+            log(f"round {number}/{rounds} floor ({wheel_set} wheels): " + ", ".join(
+                f"{key} {value:.1f} s" for key, value in measured[-1].items()))
     return series, floors
 
 
-def floor_median(floors: list[dict[str, float]], key: str | None) -> float | None:
-    values = [f[key] for f in floors if key is not None and key in f]
-    return statistics.median(values) if values else None
+def floor_medians(floors: list[dict[str, float]]) -> dict[str, float]:
+    return {key: statistics.median(f[key] for f in floors if key in f) for key in floors[0]}
 
 
 # -- the report ----------------------------------------------------------------------------
 
 
-def figures(series: list[Series], floors: list[dict[str, float]], inputs: Inputs, rounds: int,
-            load: tuple[tuple[float, ...], tuple[float, ...]]) -> dict[str, Any]:
+def figures(series: list[Series], floors: dict[str, list[dict[str, float]]], inputs: Inputs,
+            rounds: int, load: tuple[tuple[float, ...], tuple[float, ...]]) -> dict[str, Any]:
     by_key = {s.variant.key: s for s in series}
-    ours, upstream = by_key["ours"], by_key["upstream"]
-    ratio = ours.median / upstream.median
+    ratios: dict[str, dict[str, Any]] = {
+        s.variant.key: {
+            "anchor": s.variant.anchor,
+            "median": s.median / by_key[s.variant.anchor].median,
+            "min": s.minimum / by_key[s.variant.anchor].minimum,
+        }
+        for s in series if s.variant.anchor is not None
+    }
+    stack = inputs.stack
+    target = None
+    if stack.target is not None:
+        value = float(ratios["ours"]["median"])
+        target = {"max_ratio": stack.target, "value": value, "met": value <= stack.target}
     return {
+        "stack": stack.key,
+        "torch": stack.version,
+        "toolchain": inputs.toolchain,
         "rounds": rounds,
-        "wheel": inputs.wheel.name,
+        "wheels": {name: [w.path.name for w in wheels]
+                   for name, wheels in inputs.wheel_sets.items()},
+        "wheel_bytes": {name: sum(w.path.stat().st_size for w in wheels)
+                        for name, wheels in inputs.wheel_sets.items()},
         "python": sys.executable,
         "cpus": os.cpu_count(),
         "loadavg_start": list(load[0]),
@@ -509,50 +735,63 @@ def figures(series: list[Series], floors: list[dict[str, float]], inputs: Inputs
             s.variant.key: {
                 "label": s.variant.label,
                 "easyblock": s.variant.easyblock,
+                "wheel_set": s.variant.wheel_set,
+                "cuda_libs": s.variant.cuda_libs,
                 "installer": s.installers,
                 "median_s": s.median,
                 "min_s": s.minimum,
+                "peak_rss_mb": s.peak_mb,
                 "seconds": [r.seconds for r in s.runs],
+                "max_rss_kb": [r.max_rss_kb for r in s.runs],
                 "phases_median_s": {k: s.phase_median(k) for k, _ in ROWS},
                 "phases_s": [r.phases for r in s.runs],
             }
             for s in series
         },
-        "ratio": {"median": ratio, "min": ours.minimum / upstream.minimum},
-        "floor": {
-            "median_s": {key: floor_median(floors, key) for key in floors[0]} if floors else {},
-            "rounds": floors,
-        },
-        "target": {"max_ratio": TARGET_RATIO, "value": ratio, "met": ratio <= TARGET_RATIO},
+        "ratio": ratios,
+        "floor": {name: {"median_s": floor_medians(measured), "rounds": measured}
+                  for name, measured in floors.items()},
+        "target": target,
     }
 
 
-def _cell(value: float | None) -> str:
-    return f"{value:>9.1f}" if value is not None else f"{'n/a':>9}"
+def _cell(value: float | None, missing: str = "n/a") -> str:
+    return f"{value:>9.1f}" if value is not None else f"{missing:>9}"
 
 
 def table(series: list[Series], data: dict[str, Any]) -> str:
     width = max(len(s.variant.label) for s in series)
+    sets = ", ".join(f"{name}: {len(names)} wheel(s), {data['wheel_bytes'][name] / 1e6:,.0f} MB"
+                     for name, names in data["wheels"].items())
     lines = [
-        f"eb wall time, {data['wheel']}, SYSTEM toolchain, {data['rounds']} round(s) "
-        f"interleaved, fresh install path per run",
+        f"eb wall time, torch {data['torch']} ({data['stack']}; {sets}), "
+        f"{data['toolchain']} toolchain,",
+        f"{data['rounds']} round(s) interleaved, fresh install path per run; peak RSS: the "
+        "largest process of the eb process tree",
         "",
-        f"{'variant':<{width}}  {'installer':>9}  {'median s':>9}  {'min s':>9}  runs s",
+        f"{'variant':<{width}}  {'installer':>9}  {'median s':>9}  {'min s':>9}  "
+        f"{'peak RSS MB':>11}  runs s",
     ]
     for s in series:
         runs = " ".join(f"{r.seconds:.1f}" for r in s.runs)
         lines.append(f"{s.variant.label:<{width}}  {s.installers:>9}  {s.median:>9.1f}  "
-                     f"{s.minimum:>9.1f}  {runs}")
-    ratio, target = data["ratio"], data["target"]
-    upstream = next(s for s in series if s.variant.key == "upstream").median
-    floor = whole_floor(data["floor"]["median_s"])
-    met = "met" if target["met"] else "NOT met"
+                     f"{s.minimum:>9.1f}  {s.peak_mb:>11.0f}  {runs}")
+    lines.append("")
+    for key, ratio in data["ratio"].items():
+        lines.append(f"{key}/{ratio['anchor']}: {ratio['median']:.2f}x (medians), "
+                     f"{ratio['min']:.2f}x (minima)")
+    by_key = {s.variant.key: s for s in series}
+    if data["target"] is not None:
+        target = data["target"]
+        upstream = by_key[data["ratio"]["ours"]["anchor"]].median
+        floor = whole_floor(data["floor"]["all"]["median_s"])
+        met = "met" if target["met"] else "NOT met"
+        lines += [
+            f"target <= {target['max_ratio']:.2f}x upstream (reported, not enforced): {met}",
+            f"the target is {target['max_ratio'] * upstream:.1f} s; the floor of a whole "
+            f"install (below) is {floor:.1f} s = {floor / upstream:.2f}x upstream",
+        ]
     lines += [
-        "",
-        f"ours/upstream: {ratio['median']:.2f}x (medians), {ratio['min']:.2f}x (minima)",
-        f"target <= {TARGET_RATIO:.2f}x upstream (reported, not enforced): {met}",
-        f"the target is {TARGET_RATIO * upstream:.1f} s; the floor of a whole install (below) "
-        f"is {floor:.1f} s = {floor / upstream:.2f}x upstream",
         "",
         "where the time goes, median s per row over the rounds (from the eb logs' timestamps;",
         "medians of rows need not add up exactly):",
@@ -562,7 +801,10 @@ def table(series: list[Series], data: dict[str, Any]) -> str:
     for key, label in ROWS:
         lines.append(f"{label:<{label_width}}  "
                      + "  ".join(_cell(s.phase_median(key)) for s in series))
-    lines += ["", *floor_table(series, data["floor"]["median_s"])]
+    for name, floor in data["floor"].items():
+        members = [s for s in series if s.variant.wheel_set == name]
+        lines += ["", f"wheels: {name} ({WHEEL_SETS[name]})",
+                  *floor_table(members, floor["median_s"])]
     start, end = data["loadavg_start"], data["loadavg_end"]
     lines += [
         "",
@@ -572,25 +814,21 @@ def table(series: list[Series], data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def whole_floor(floor: dict[str, float | None]) -> float:
+def whole_floor(floor: dict[str, float]) -> float:
     """The least an install with its import check can take: an empty eb run, the copy, the
     byte-compile and one import."""
-    return sum(v for k in ("empty_eb", "copy_compile", "import")
-               if (v := floor.get(k)) is not None)
+    return sum(floor[k] for k in ("empty_eb", "copy_compile", "import") if k in floor)
 
 
-def floor_table(series: list[Series], floor: dict[str, float | None]) -> list[str]:
+def floor_table(series: list[Series], floor: dict[str, float]) -> list[str]:
     """Each part of a run next to its floor on this machine, medians; '-' where none."""
-    def cell(value: float | None) -> str:
-        return f"{value:>9.1f}" if value is not None else f"{'-':>9}"
-
     label_width = max(len(label) for label, _, _ in PARTS)
     keys = [s.variant.key for s in series]
     lines = [
         "distance to the floor, median s (floor: the same work measured without EasyBuild or an",
         "installer in the same bench run; '-': no floor, or not run by that easyblock):",
         f"{'':<{label_width}}  {'floor':>9}  " + "  ".join(
-            f"{k:>9}  {'-floor':>9}" for k in keys),
+            f"{k:>16}  {'-floor':>9}" for k in keys),
     ]
     for label, row, floor_key in PARTS:
         bottom = floor.get(floor_key) if floor_key else None
@@ -598,16 +836,23 @@ def floor_table(series: list[Series], floor: dict[str, float | None]) -> list[st
         for entry in series:
             value = entry.phase_median(row) if row else None
             over = value - bottom if value is not None and bottom is not None else None
-            cells.append(f"{cell(value)}  {cell(over)}")
-        lines.append(f"{label:<{label_width}}  {cell(bottom)}  " + "  ".join(cells))
+            cells.append(f"{_cell(value, '-'):>16}  {_cell(over, '-')}")
+        lines.append(f"{label:<{label_width}}  {_cell(bottom, '-')}  " + "  ".join(cells))
     total = whole_floor(floor)
-    lines.append(f"{'floor of a whole install':<{label_width}}  {cell(total)}  " + "  ".join(
-        f"{cell(s.median)}  {cell(s.median - total)}" for s in series))
+    lines.append(f"{'floor of a whole install':<{label_width}}  {_cell(total)}  " + "  ".join(
+        f"{_cell(s.median):>16}  {_cell(s.median - total)}" for s in series))
     return lines
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--stack", choices=sorted(STACKS), default="cpu",
+                        help="cpu: the torch 2.13.0+cpu wheel (default); cuda13: torch 2.14.1 "
+                             "with its CUDA 13 wheels or modules (about 3 GB of wheels, 5 GB "
+                             "per install)")
+    parser.add_argument("--toolchain", choices=("system", "gcccore"), default="system",
+                        help="gcccore: a toolchain with the system's gcc, so that PyTorchWheels "
+                             "builds its C++ extension at sanity check (default: system)")
     parser.add_argument("--rounds", type=positive, default=DEFAULT_ROUNDS,
                         help=f"rounds, each one run of each variant (default {DEFAULT_ROUNDS})")
     parser.add_argument("--json", action="store_true",
@@ -616,8 +861,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     workdir = Path(tempfile.mkdtemp(prefix="torchstack-bench-install-"))
     try:
-        inputs = prepare()
-        log(f"wheel: {inputs.wheel}\npython: {inputs.python_root}\nwork dir: {workdir}")
+        inputs = prepare(STACKS[args.stack], args.toolchain)
+        log(f"wheels: {', '.join(w.path.name for w in inputs.wheels)}\n"
+            f"python: {inputs.python_root}\nwork dir: {workdir}")
         load_start = os.getloadavg()
         series, floors = measure(inputs, args.rounds, workdir)
         load_end = os.getloadavg()

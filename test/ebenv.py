@@ -106,17 +106,20 @@ class EasyBuildEnv:
         """Run the real eb on one easyconfig with torchstack's easyblocks."""
         return self.run_eb(str(easyconfig), *options)
 
-    def run_eb(self, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-        """Run the real eb with torchstack's easyblocks; returns its output, never raises."""
+    def eb_command(self, *args: str) -> list[str]:
+        """The command line of the real eb with torchstack's easyblocks."""
         from torchstack.paths import easyblocks_path
 
         easyblocks = ",".join(str(p) for p in sorted(easyblocks_path().glob("*.py"))
                               if p.name != "__init__.py")
-        command = [sys.executable, "-m", "easybuild.main", *args,
-                   "--allow-use-as-root-and-accept-consequences",
-                   f"--include-easyblocks={easyblocks}"]
-        return subprocess.run(command, env=self.environ(), capture_output=True, text=True,
-                              cwd=cwd or self.root, check=False)
+        return [sys.executable, "-m", "easybuild.main", *args,
+                "--allow-use-as-root-and-accept-consequences",
+                f"--include-easyblocks={easyblocks}"]
+
+    def run_eb(self, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+        """Run the real eb with torchstack's easyblocks; returns its output, never raises."""
+        return subprocess.run(self.eb_command(*args), env=self.environ(), capture_output=True,
+                              text=True, cwd=cwd or self.root, check=False)
 
     def shell(self, script: str) -> subprocess.CompletedProcess[str]:
         """Run bash with Lmod initialised; `module` commands work as a user's would."""
