@@ -148,7 +148,8 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("sanity.libraries", "  torchstack: library resolution (in a thread)"),
     ("sanity.libraries.wait", "    of which not beside the commands below"),
     ("sanity.import", "  python -c \"import torch, ...\""),
-    ("sanity.cxx", "  torchstack: C++ extension build"),
+    ("sanity.cxx", "  torchstack: C++ extension build (in a thread)"),
+    ("sanity.cxx.wait", "    of which not beside the commands"),
     ("sanity.pip", "  pip --version + pip check + pip list"),
     ("sanity.commands", "  other commands (lmod, file, probes)"),
     ("sanity.eb", "  EasyBuild itself (fake module, file index)"),
@@ -533,9 +534,10 @@ CXX_CMD = re.compile(r"torchstack_jit_check\.py\s*$")
 # torchstack's own timing lines (torchstack/install/steps.py)
 # (the library resolution runs in a thread beside the sanity commands: "waited" is the part of
 # it that the eb run waited for, the rest overlaps them)
-TORCHSTACK_TIMING = re.compile(r"^torchstack: (fingerprint|library resolution) took ([\d.]+) s"
-                               r"(?:, waited for ([\d.]+) s)?$")
-TIMING_ROWS = {"fingerprint": "post.fingerprint", "library resolution": "sanity.libraries"}
+TORCHSTACK_TIMING = re.compile(r"^torchstack: (fingerprint|library resolution|C\+\+ extension "
+                               r"build) took ([\d.]+) s(?:, waited for ([\d.]+) s)?$")
+TIMING_ROWS = {"fingerprint": "post.fingerprint", "library resolution": "sanity.libraries",
+               "C++ extension build": "sanity.cxx"}
 PIP_CMD = re.compile(r"-m pip (?:check|list|--version)\b")
 
 # Steps in EasyBuild's order fall into these groups by their position.
@@ -628,16 +630,18 @@ def breakdown(stdout: str, wall: float) -> tuple[dict[str, float], str]:
     sanity = within("sanity")
     phases["sanity.import"] = sum(c.seconds for c in sanity if IMPORT_CMD.search(c.text))
     phases["sanity.pip"] = sum(c.seconds for c in sanity if PIP_CMD.search(c.text))
-    cxx = [c.seconds for c in sanity if CXX_CMD.search(c.text)]
-    if cxx:  # only with a toolchain that has a compiler; a row left out prints as "-"
-        phases["sanity.cxx"] = sum(cxx)
-    phases["sanity.commands"] = (sum(c.seconds for c in sanity) - phases["sanity.import"]
-                                 - phases["sanity.pip"] - sum(cxx))
-    phases.update(parsed.timings)  # only ours: fingerprint, library resolution (and its wait)
-    phases["sanity.eb"] = (phases["sanity"] - sum(c.seconds for c in sanity)
-                           - phases.get("sanity.libraries.wait", 0.0))
+    # the C++ extension build runs in a thread: its own timing lines say how long it took and
+    # how long the run waited for it (only with a toolchain that has a compiler; a row left
+    # out prints as "-")
+    serial = [c for c in sanity if not CXX_CMD.search(c.text)]
+    phases["sanity.commands"] = (sum(c.seconds for c in serial) - phases["sanity.import"]
+                                 - phases["sanity.pip"])
+    phases.update(parsed.timings)  # only ours: fingerprint, library resolution, C++ build
+    phases["sanity.eb"] = (phases["sanity"] - sum(c.seconds for c in serial)
+                           - phases.get("sanity.libraries.wait", 0.0)
+                           - phases.get("sanity.cxx.wait", 0.0))
     phases["fixed"] = wall - sum(phases.get(k, 0.0) for k in (
-        "ext.install", "sanity.import", "sanity.cxx", "sanity.pip", "post.fingerprint",
+        "ext.install", "sanity.import", "sanity.cxx.wait", "sanity.pip", "post.fingerprint",
         "sanity.libraries.wait"))
     installer = "?"
     if installs:

@@ -21,7 +21,7 @@ from easybuild.tools.run import run_shell_cmd
 
 from torchstack import TorchstackError, cudalibs, wheeltags
 from torchstack.distributions import importable_top_level
-from torchstack.install import jitcheck, libraries, runpath, steps
+from torchstack.install import libraries, runpath, steps
 from torchstack.install.wheels import install_command, start_removal
 
 CUDA_LIBS_CHOICES = ('wheels', 'modules')
@@ -144,21 +144,25 @@ class PyTorchWheels(PythonBundle):
 
     def sanity_check_step(self, *args, **kwargs):
         """Also: every loadable shared object finds its libraries (resolved in a thread beside
-        EasyBuild's checks, reported first); torch is what was declared."""
+        EasyBuild's checks, reported first); torch is what was declared; with a compiler in the
+        toolchain, a C++ extension builds against torch (also beside EasyBuild's checks)."""
         library_check = self._start_library_check()
+        extension_check = None
+        if self._has_cxx_compiler() and self.fingerprint is not None:
+            extension_check = steps.start_extension_check(self)
         try:
             self._check_declared_torch()
             commands = list(kwargs.get('custom_commands') or [])
             if self.import_names:
                 commands.append("%s -c 'import %s'" % (self.python_cmd, ', '.join(self.import_names)))
-            if self._has_cxx_compiler() and self.fingerprint is not None:
-                commands.append("%s %s" % (self.python_cmd, jitcheck.write_script(self.builddir)))
             kwargs['custom_commands'] = commands
             super().sanity_check_step(*args, **kwargs)
         finally:
             if self._cache_removal is not None:
                 self._cache_removal.join()
             steps.finish_library_check(self, library_check)
+            if extension_check is not None:
+                steps.finish_extension_check(self, extension_check)
 
     def _has_cxx_compiler(self):
         """A toolchain with a compiler: a tiny torch C++ extension is built with it at sanity check."""

@@ -12,7 +12,6 @@ Hypothesis runs derandomized (seeded by the test), without an example database.
 
 from __future__ import annotations
 
-import glob
 import io
 import os
 import struct
@@ -25,7 +24,6 @@ from pathlib import Path
 import pytest
 from _badinput import assert_one_error, deadline, run_cli
 from _elfmutate import Target, damaged, target_of
-from conftest import cache_dir
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from synthetic import LIBC10, PYTHON_SITE, SyntheticLibs, SyntheticWheels, install_prefix
@@ -128,12 +126,9 @@ class TestReaders:
         struct.pack_into(f"<{len(entries)}I", damaged_data, start + 8, *entries)
         assert_read_or_refused(bytes(damaged_data), {"defined": READERS["defined-symbols"]})
 
-    def test_real_libc10(self) -> None:
-        found = sorted(glob.glob(str(cache_dir() / "trees/torch-*/site-packages/torch/lib/"
-                                     "libc10.so")))
-        if not found:
-            pytest.skip("no cached torch tree (test_real_wheels caches one)")
-        target = target_of(Path(found[0]).read_bytes())
+    def test_real_libc10(self, real_tree: Callable[[str], Path]) -> None:
+        libc10 = real_tree("torch-2.13.0") / "torch" / "lib" / "libc10.so"
+        target = target_of(libc10.read_bytes())
         readers = {k: READERS[k] for k in ("defined-symbols", "dynamic-section", "elf-kind")}
 
         @settings(FUZZ, max_examples=40)

@@ -7,7 +7,9 @@ easyblocks stay glue and record the same fingerprint file, whatis line and guard
   under them, write `<installdir>/easybuild/torchstack-fingerprint.json` (`record_fingerprint`,
   which the hooks file calls for installations of any other easyblock too);
 - sanity check: every shared object finds its libraries, the installed torch is the one the
-  easyconfig declares (`check_libraries_resolve`, `check_declared_torch`);
+  easyconfig declares, a C++ extension builds against it (`start_library_check`,
+  `check_declared_torch`, `start_extension_check`; the two slow ones run beside EasyBuild's
+  own sanity commands);
 - module file: the consumer half before the dependency on PyTorch, the provider half at the
   end (`consumer_module_dep`, `provider_module_extra`); with `eb --module-only` no step has
   fingerprinted the installation, so the one it recorded earlier is used
@@ -24,13 +26,14 @@ from typing import Any
 
 from easybuild.tools.build_log import EasyBuildError
 from easybuild.tools.modules import get_software_root, get_software_version
+from easybuild.tools.run import run_shell_cmd
 
 from torchstack import compat
 from torchstack.distributions import DistributionError
 from torchstack.errors import TorchstackError
 from torchstack.fingerprint import Fingerprint
 from torchstack.guards import modulefile, record
-from torchstack.install import libraries, torchcheck
+from torchstack.install import jitcheck, libraries, torchcheck
 
 EasyBlock = Any  # easybuild.framework.easyblock.EasyBlock
 
@@ -133,6 +136,41 @@ def finish_library_check(block: EasyBlock, check: LibraryCheck) -> None:
     if failures:
         raise EasyBuildError("torchstack: shared libraries do not resolve:\n%s",
                              "\n".join(failures[:20]))
+
+
+def start_extension_check(block: EasyBlock) -> Future[Any]:
+    """The C++ extension check (`jitcheck`) in a thread, beside the sanity check's commands:
+    torch from the installation (PYTHONPATH), the toolchain from the build environment;
+    `finish_extension_check` reports it."""
+    script = jitcheck.write_script(block.builddir)
+    site_packages = os.path.join(block.installdir, block.pylibdir)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (site_packages, os.environ.get("PYTHONPATH")) if p))
+    command = [block.python_cmd, str(script)]
+
+    def build() -> tuple[Any, float]:
+        start = time.perf_counter()
+        result = run_shell_cmd(command, env=env, fail_on_error=False, hidden=True,
+                               asynchronous=True, work_dir=block.builddir, use_bash=False)
+        return result, time.perf_counter() - start
+
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="torchstack-extension")
+    future = pool.submit(build)
+    pool.shutdown(wait=False)  # the thread ends with its one task
+    return future
+
+
+def finish_extension_check(block: EasyBlock, check: Future[Any]) -> None:
+    """Wait for `start_extension_check`; raise with the end of its output if it failed."""
+    start = time.perf_counter()
+    result, seconds = check.result()
+    # bench/install.py reads these timing lines into its breakdown.
+    block.log.info("torchstack: C++ extension build took %.3f s, waited for %.3f s", seconds,
+                   time.perf_counter() - start)
+    if result.exit_code != 0 or jitcheck.SUCCESS not in result.output:
+        raise EasyBuildError("torchstack: a C++ extension does not build against torch with "
+                             "this toolchain (exit code %s):\n%s", result.exit_code,
+                             result.output[-3000:])
 
 
 def check_declared_torch(fingerprint: Fingerprint | None, version: str | None,
