@@ -165,16 +165,18 @@ GCC_VERSION = subprocess.run(["gcc", "-dumpfullversion"], capture_output=True, t
                              check=True).stdout.strip()
 
 
-def write_gcccore_toolchain(env: EasyBuildEnv) -> str:
+def write_gcccore_toolchain(env: EasyBuildEnv, bindir: Path | None = None) -> str:
     """GCCcore/<system gcc version> as a site module, and Python built with it: a toolchain
-    with a C++ compiler, so PyTorchWheels runs its C++ extension check."""
+    with a C++ compiler, so PyTorchWheels runs its C++ extension check. `bindir` goes first
+    on PATH: compiler wrappers that stand in for a site's broken compiler."""
     folder = env.site_modules / "GCCcore"
     folder.mkdir(parents=True, exist_ok=True)
+    path = f'prepend_path("PATH", "{bindir}")\n' if bindir else ""
     (folder / f"{GCC_VERSION}.lua").write_text(textwrap.dedent(f"""\
         help([[The system's GCC {GCC_VERSION} (torchstack test stand-in)]])
         setenv("EBROOTGCCCORE", "/usr")
         setenv("EBVERSIONGCCCORE", "{GCC_VERSION}")
-        """))
+        """) + path)
     python = (env.site_modules / "Python" / f"{PYTHON_VERSION}.lua").read_text()
     (env.site_modules / "Python" / f"{PYTHON_VERSION}-GCCcore-{GCC_VERSION}.lua").write_text(
         python)

@@ -1,8 +1,10 @@
 """PyTorchWheels with a toolchain that has a C++ compiler: a torch C++ extension is built
-with it at sanity check."""
+with it at sanity check, beside EasyBuild's own checks, and a compiler that builds for the
+other C++ ABI fails the installation."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -31,3 +33,34 @@ def test_cxx_extension_check_with_toolchain_compiler(
                 / "easybuild").glob("easybuild-PyTorch-*.log")).read_text()
     assert "torchstack_jit_check.py" in log
     assert SUCCESS in log
+    assert re.search(r"torchstack: C\+\+ extension build took [\d.]+ s, waited for [\d.]+ s",
+                     log)
+
+
+def test_compiler_for_the_other_cxx_abi_fails_the_install(
+    eb_env: EasyBuildEnv, real_wheel: Factory, tmp_path: Path
+) -> None:
+    # a site's g++ that builds for the old C++ ABI whatever torch asks: the check must fail,
+    # with the loader's message, and nothing is left installed
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    wrapper = bindir / "g++"
+    wrapper.write_text('#!/bin/sh\nexec /usr/bin/g++ "$@" -U_GLIBCXX_USE_CXX11_ABI '
+                       '-D_GLIBCXX_USE_CXX11_ABI=0\n')
+    wrapper.chmod(0o755)
+    env = EasyBuildEnv(tmp_path / "eb", eb_env.python_root).setup()
+    gcc = write_gcccore_toolchain(env, bindir)
+    wheel = real_wheel("torch-2.13.0")
+    env.stage_source("PyTorch", wheel)
+    easyconfig = wheel_easyconfig(
+        env.root / f"PyTorch-2.13.0-GCCcore-{gcc}-whl.eb", "PyTorch", "2.13.0",
+        [("torch", "2.13.0+cpu", wheel, sha256(wheel))],
+        toolchain=f"{{'name': 'GCCcore', 'version': '{gcc}'}}",
+    )
+    result = env.eb(easyconfig)
+    assert result.returncode != 0
+    output = result.stdout + result.stderr
+    assert "torchstack: a C++ extension does not build against torch with this toolchain" \
+        in output, output[-3000:]
+    assert "Could not load this library" in output
+    assert not (env.installpath / "modules/all/PyTorch" / f"2.13.0-GCCcore-{gcc}-whl.lua").exists()
