@@ -43,12 +43,16 @@ class PyTorchSource(EB_PyTorch):
         self.fingerprint = steps.record_fingerprint(self)
 
     def sanity_check_step(self, *args, **kwargs):
-        """Also: every shared object finds its libraries; torch is the declared release and CUDA."""
+        """Also: every shared object finds its libraries (resolved in a thread beside EasyBuild's
+        checks); torch is the declared release and CUDA."""
         search_path = libraries.search_path(os.environ.get('LD_LIBRARY_PATH', ''), steps.dependency_roots(self))
-        steps.check_libraries_resolve(self, search_path)
-        steps.check_declared_torch(self.fingerprint, self.version, get_software_version('CUDA'),
-                                   self.cfg['torchstack_abi_tag'])
-        return super().sanity_check_step(*args, **kwargs)
+        library_check = steps.start_library_check(self, search_path)
+        try:
+            steps.check_declared_torch(self.fingerprint, self.version, get_software_version('CUDA'),
+                                       self.cfg['torchstack_abi_tag'])
+            return super().sanity_check_step(*args, **kwargs)
+        finally:
+            steps.finish_library_check(self, library_check)
 
     def make_module_step(self, *args, **kwargs):
         """With eb --module-only nothing fingerprinted the installation: use what it recorded."""

@@ -94,21 +94,17 @@ def _add_whatis(block: EasyBlock, fingerprint: Fingerprint) -> None:
     block.log.info("%s", line)
 
 
-def check_libraries_resolve(block: EasyBlock, search_path: list[str]) -> None:
-    """Every loadable shared object of the installation finds its libraries.
-
-    `search_path` stands for LD_LIBRARY_PATH (see `libraries.search_path`); torch's own
-    libraries, of the installation or of the PyTorch dependency, count as loaded.
-    """
-    finish_library_check(block, start_library_check(block, search_path))
-
-
 LibraryCheck = Future[tuple[list[str], list[str], float]]
 
 
 def start_library_check(block: EasyBlock, search_path: list[str]) -> LibraryCheck:
-    """`check_libraries_resolve` in a thread, so that it overlaps the sanity check's commands
-    (which wait on their own processes); `finish_library_check` reports it."""
+    """Every loadable shared object of the installation finds its libraries, checked in a
+    thread, so that it overlaps the sanity check's commands (which wait on their own
+    processes); `finish_library_check` reports it.
+
+    `search_path` stands for LD_LIBRARY_PATH (see `libraries.search_path`); torch's own
+    libraries, of the installation or of the PyTorch dependency, count as loaded.
+    """
     roots = [block.installdir, get_software_root("PyTorch")]
     site_packages = [os.path.join(root, block.pylibdir) for root in roots if root]
 
