@@ -18,8 +18,8 @@ cuBLAS under torch, and libraries that the module libraries load in turn are fou
 An object with DT_RUNPATH keeps DT_RUNPATH (patchelf would otherwise turn DT_RPATH into
 DT_RUNPATH, or the reverse with --force-rpath); one with neither gets DT_RPATH.
 
-Each object is rewritten on a copy that then replaces it: installers hard-link files from
-their caches, and patchelf writes in place.
+Each object is written to a new file (patchelf --output) that then replaces it: installers
+hard-link files from their caches, so the original is never written in place.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ import subprocess
 import sysconfig
 import tempfile
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -122,23 +123,25 @@ def find_patchelf() -> str:
 
 
 def patchelf_command(patchelf: str, rewrite: Rewrite, target: str) -> list[str]:
-    """The patchelf call that writes `rewrite` into `target`, keeping its tag."""
+    """The patchelf call that writes `rewrite` into a new file `target`, keeping its tag."""
     force = ["--force-rpath"] if rewrite.tag == "DT_RPATH" else []
-    return [patchelf, *force, "--set-rpath", ":".join(rewrite.after), target]
+    return [patchelf, *force, "--set-rpath", ":".join(rewrite.after), "--output", target,
+            rewrite.path]
 
 
 def apply(rewrite: Rewrite, patchelf: str) -> None:
-    """Rewrite one object on a copy beside it, then put the copy in its place."""
+    """Write the rewritten object beside the original (patchelf --output: one write of a
+    library of a gigabyte, not a copy and a rewrite), then put it in the original's place."""
     folder, name = os.path.split(rewrite.path)
     fd, copy = tempfile.mkstemp(dir=folder, prefix=f".{name}.")
     os.close(fd)
     try:
-        shutil.copy2(rewrite.path, copy)
         result = subprocess.run(patchelf_command(patchelf, rewrite, copy), capture_output=True,
                                 text=True, check=False)
         if result.returncode != 0:
             raise RunpathError(f"patchelf cannot rewrite {rewrite.path!r}: "
                                f"{result.stderr.strip() or result.returncode}")
+        shutil.copystat(rewrite.path, copy)
         os.replace(copy, rewrite.path)
     finally:
         if os.path.exists(copy):
@@ -150,6 +153,7 @@ def rewrite_tree(root: str | os.PathLike[str], library_dirs: Sequence[str],
     """Plan and apply the rewrites under `root`; returns what was rewritten."""
     rewrites = plan_tree(root, [str(Path(d)) for d in library_dirs])
     tool = patchelf or (find_patchelf() if rewrites else "")
-    for rewrite in rewrites:
-        apply(rewrite, tool)
+    # one patchelf per object, several at once: each reads and writes its own file
+    with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
+        list(pool.map(lambda rewrite: apply(rewrite, tool), rewrites))
     return rewrites
