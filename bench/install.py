@@ -140,6 +140,8 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("pre", "fetch ... install steps"),
     ("ext", "extensions step"),
     ("ext.install", "  wheel install command (uv / pip)"),
+    ("compile", "  torchstack: byte-compile after uv (in a thread)"),
+    ("compile.wait", "    of which not beside the steps below"),
     ("ext.commands", "  other shell commands (probes)"),
     ("ext.eb", "  EasyBuild itself"),
     ("post", "postiter + postproc steps"),
@@ -162,7 +164,7 @@ ROWS: tuple[tuple[str, str], ...] = (
 # nothing.
 PARTS: tuple[tuple[str, str, str | None], ...] = (
     ("EasyBuild's fixed cost", "fixed", "empty_eb"),
-    ("unpack + write + byte-compile", "ext.install", "copy_compile"),
+    ("unpack + write + byte-compile", "install_compile", "copy_compile"),
     ("  floor: copy the unpacked tree", "", "copy"),
     ("  floor: compileall -j0, same files", "", "compile"),
     ("import torch (sanity)", "sanity.import", "import"),
@@ -525,19 +527,22 @@ def measure_floor(inputs: Inputs, wheel_set: str, root: Path) -> dict[str, float
 LOG_LINE = re.compile(r"^== (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \S+ [A-Z]+ (.*)$")
 LOG_PATH = re.compile(r"Results of the build can be found in the log file\(s\) (\S+)")
 STEP_START = re.compile(r"Starting (\w+) step$")
-COMMAND_START = re.compile(r"Running (?:shell )?command in ")
-COMMAND_END = re.compile(r"(?:Shell command|Command) (?:completed|failed)")
+SHELL_START = re.compile(r"Running shell command in ")
+PLAIN_START = re.compile(r"Running command in ")
+SHELL_END = re.compile(r"Shell command (?:completed|FAILED|failed)")
+PLAIN_END = re.compile(r"Command (?:completed|FAILED|failed)")
 INSTALL_CMD = re.compile(r"(?:\buv pip|-m pip) install\b")
 UV_INSTALL_CMD = re.compile(r"\buv pip install\b")
 IMPORT_CMD = re.compile(r"-c ([\"'])import [\w., ]+\1\s*$")  # exts_filter, not the probes
 CXX_CMD = re.compile(r"torchstack_jit_check\.py\s*$")
+COMPILE_CMD = re.compile(r"-m compileall\b")  # ours, in a thread
 # torchstack's own timing lines (torchstack/install/steps.py)
 # (the library resolution runs in a thread beside the sanity commands: "waited" is the part of
 # it that the eb run waited for, the rest overlaps them)
 TORCHSTACK_TIMING = re.compile(r"^torchstack: (fingerprint|library resolution|C\+\+ extension "
-                               r"build) took ([\d.]+) s(?:, waited for ([\d.]+) s)?$")
+                               r"build|byte-compile) took ([\d.]+) s(?:, waited for ([\d.]+) s)?$")
 TIMING_ROWS = {"fingerprint": "post.fingerprint", "library resolution": "sanity.libraries",
-               "C++ extension build": "sanity.cxx"}
+               "C++ extension build": "sanity.cxx", "byte-compile": "compile"}
 PIP_CMD = re.compile(r"-m pip (?:check|list|--version)\b")
 
 # Steps in EasyBuild's order fall into these groups by their position.
@@ -562,22 +567,44 @@ class Log:
     timings: dict[str, float]
 
 
+@dataclass
+class _Open:
+    """A command whose start line was read and whose end line was not yet."""
+
+    start: datetime
+    text: str = ""
+
+    def closed(self, end: datetime) -> Command:
+        return Command(self.start, (end - self.start).total_seconds(), self.text)
+
+
+def _is_background(command: _Open) -> bool:
+    return bool(CXX_CMD.search(command.text) or COMPILE_CMD.search(command.text))
+
+
 def _parse_log(text: str) -> Log:
-    """The steps, commands, torchstack timing lines and last timestamp of an eb log."""
+    """The steps, commands, torchstack timing lines and last timestamp of an eb log.
+
+    EasyBuild's log names no command in its end lines. Shell commands (bash) run one at a time
+    and end in "Shell command ..."; other commands end in "Command ...", and among them are
+    torchstack's own that run in a thread beside the others (byte-compile, C++ extension
+    build): an end closes the running foreground command of its kind first, else the oldest
+    background one.
+    """
     timings: dict[str, float] = {}
     steps: list[tuple[str, datetime]] = []
     commands: list[Command] = []
-    pending: tuple[datetime, str] | None = None
-    expect_command = False
+    shell: _Open | None = None
+    plain: list[_Open] = []
+    reading: _Open | None = None  # the command whose text is on the next line
     last: datetime | None = None
     for line in text.splitlines():
         match = LOG_LINE.match(line)
         if match is None:
-            if expect_command and line.strip() and pending is not None:
-                pending = (pending[0], line.strip())
-                expect_command = False
+            if reading is not None and line.strip():
+                reading.text, reading = line.strip(), None
             continue
-        expect_command = False
+        reading = None
         stamp = datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S,%f")
         message = match.group(2)
         last = stamp
@@ -588,11 +615,19 @@ def _parse_log(text: str) -> Log:
             timings[row] = timings.get(row, 0.0) + float(timing.group(2))
             waited = timing.group(3) if timing.group(3) is not None else timing.group(2)
             timings[f"{row}.wait"] = timings.get(f"{row}.wait", 0.0) + float(waited)
-        elif COMMAND_START.match(message):
-            pending, expect_command = (stamp, ""), True
-        elif COMMAND_END.match(message) and pending is not None:
-            commands.append(Command(pending[0], (stamp - pending[0]).total_seconds(), pending[1]))
-            pending = None
+        elif SHELL_START.match(message):
+            shell = reading = _Open(stamp)
+        elif PLAIN_START.match(message):
+            reading = _Open(stamp)
+            plain.append(reading)
+        elif SHELL_END.match(message) and shell is not None:
+            commands.append(shell.closed(stamp))
+            shell = None
+        elif PLAIN_END.match(message) and plain:
+            foreground = [c for c in plain if not _is_background(c)]
+            done = foreground[-1] if foreground else plain[0]
+            plain.remove(done)
+            commands.append(done.closed(stamp))
     if not steps or last is None:
         raise ValueError("no steps in the log")
     return Log(steps, commands, last, timings)
@@ -625,7 +660,9 @@ def breakdown(stdout: str, wall: float) -> tuple[dict[str, float], str]:
 
     installs = [c for c in within("ext") if INSTALL_CMD.search(c.text)]
     phases["ext.install"] = sum(c.seconds for c in installs)
-    phases["ext.commands"] = sum(c.seconds for c in within("ext")) - phases["ext.install"]
+    background = [c for c in commands if COMPILE_CMD.search(c.text) or CXX_CMD.search(c.text)]
+    phases["ext.commands"] = (sum(c.seconds for c in within("ext") if c not in background)
+                              - phases["ext.install"])
     phases["ext.eb"] = phases["ext"] - phases["ext.install"] - phases["ext.commands"]
     sanity = within("sanity")
     phases["sanity.import"] = sum(c.seconds for c in sanity if IMPORT_CMD.search(c.text))
@@ -633,16 +670,19 @@ def breakdown(stdout: str, wall: float) -> tuple[dict[str, float], str]:
     # the C++ extension build runs in a thread: its own timing lines say how long it took and
     # how long the run waited for it (only with a toolchain that has a compiler; a row left
     # out prints as "-")
-    serial = [c for c in sanity if not CXX_CMD.search(c.text)]
+    serial = [c for c in sanity if c not in background]
     phases["sanity.commands"] = (sum(c.seconds for c in serial) - phases["sanity.import"]
                                  - phases["sanity.pip"])
     phases.update(parsed.timings)  # only ours: fingerprint, library resolution, C++ build
     phases["sanity.eb"] = (phases["sanity"] - sum(c.seconds for c in serial)
                            - phases.get("sanity.libraries.wait", 0.0)
-                           - phases.get("sanity.cxx.wait", 0.0))
+                           - phases.get("sanity.cxx.wait", 0.0)
+                           - phases.get("compile.wait", 0.0))
+    # ours byte-compiles in a thread after uv's install; upstream's pip inside its command
+    phases["install_compile"] = phases["ext.install"] + phases.get("compile", 0.0)
     phases["fixed"] = wall - sum(phases.get(k, 0.0) for k in (
-        "ext.install", "sanity.import", "sanity.cxx.wait", "sanity.pip", "post.fingerprint",
-        "sanity.libraries.wait"))
+        "ext.install", "compile.wait", "sanity.import", "sanity.cxx.wait", "sanity.pip",
+        "post.fingerprint", "sanity.libraries.wait"))
     installer = "?"
     if installs:
         installer = "uv" if UV_INSTALL_CMD.search(installs[0].text) else "pip"

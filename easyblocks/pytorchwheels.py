@@ -64,6 +64,7 @@ class PyTorchWheels(PythonBundle):
         self.fingerprint = None
         self.import_names = []
         self._cache_removal = None
+        self._bytecode_compile = None
 
     def install_all_extensions(self, install=True):
         """Install every wheel at once with the fast installer; anything else as PythonBundle does."""
@@ -83,13 +84,16 @@ class PyTorchWheels(PythonBundle):
             # its sanity check runs five Python and shell probes, 5 s for a CUDA stack's 20 wheels.
             ext.python_cmd, ext.pylibdir, ext.all_pylibdirs = self.python_cmd, self.pylibdir, self.all_pylibdirs
         cuda_plan = self._cuda_modules_plan([ext.src for ext in wheels])
-        cmd = install_command(self.python_cmd, self.installdir, [ext.src for ext in wheels])
+        cmd = install_command(self.python_cmd, self.installdir, [ext.src for ext in wheels], compile_bytecode=False)
         self.log.info("Installing %d wheels with one command", len(wheels))
         try:
             run_shell_cmd(' '.join(cmd))
         finally:
             # Deleted while the installation is checked; joined at the end of the sanity check.
             self._cache_removal = start_removal(self.installdir)
+        # Byte-compiled while the installation is checked; waited for at the end of the sanity
+        # check, or at the cleanup step when the sanity check is skipped.
+        self._bytecode_compile = steps.start_bytecode_compile(self)
         for line in cudalibs.write_stand_ins(Path(self.installdir) / self.pylibdir, cuda_plan):
             self.log.info("torchstack: %s", line)
         others = [ext for ext in self.ext_instances if ext not in wheels]
@@ -164,8 +168,19 @@ class PyTorchWheels(PythonBundle):
             if self._cache_removal is not None:
                 self._cache_removal.join()
             steps.finish_library_check(self, library_check)
+            self._finish_bytecode_compile()
             if extension_check is not None:
                 steps.finish_extension_check(self, extension_check)
+
+    def cleanup_step(self):
+        """Also: wait for the byte-compile if the sanity check did not (eb --skip-sanity-check)."""
+        self._finish_bytecode_compile()
+        super().cleanup_step()
+
+    def _finish_bytecode_compile(self):
+        if self._bytecode_compile is not None:
+            running, self._bytecode_compile = self._bytecode_compile, None
+            steps.finish_bytecode_compile(self, running)
 
     def _has_cxx_compiler(self):
         """A toolchain with a compiler: a tiny torch C++ extension is built with it at sanity check."""

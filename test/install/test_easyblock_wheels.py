@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import platform
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -52,6 +53,19 @@ class TestTorchModule:
         recorded = json.loads((installdir / FINGERPRINT_FILE).read_text())
         assert recorded == fingerprint_path(real_wheel("torch-2.13.0")).to_json()
         assert fingerprint_path(installdir).abi_tag == "torch-2.13.0-cxx11-cpu"
+
+    def test_byte_compiled_beside_the_checks(self, eb_env: EasyBuildEnv,
+                                             pytorch_cpu_module: str) -> None:
+        # uv installs without compiling; compileall runs in a thread and is waited for
+        installdir = _installdir(eb_env, "PyTorch", "2.13.0-whl")
+        site = installdir / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
+        torch = site / "site-packages" / "torch"
+        tag = sys.implementation.cache_tag
+        assert (torch / "__pycache__" / f"__init__.{tag}.pyc").is_file()
+        assert (torch / "nn" / "modules" / "__pycache__" / f"linear.{tag}.pyc").is_file()
+        log = next((installdir / "easybuild").glob("easybuild-PyTorch-*.log")).read_text()
+        assert re.search(r"torchstack: byte-compile took [\d.]+ s, waited for [\d.]+ s", log)
+        assert "--compile-bytecode" not in log
 
     def test_installed_metadata_is_pip_compatible(
         self, eb_env: EasyBuildEnv, pytorch_cpu_module: str
@@ -155,3 +169,22 @@ class TestFailures:
         result = eb_env.eb(easyconfig)
         assert result.returncode != 0
         assert "torchstack: cuda_libs = 'conda' is not one of wheels, modules" in result.stderr
+
+
+def test_byte_compiled_without_sanity_check(eb_env: EasyBuildEnv, real_wheel: Factory,
+                                            tmp_path: Path) -> None:
+    # eb --skip-sanity-check: the cleanup step waits for the byte-compile instead
+    env = EasyBuildEnv(tmp_path / "eb", eb_env.python_root).setup()
+    wheel = real_wheel("torch-2.13.0")
+    env.stage_source("PyTorch", wheel)
+    easyconfig = wheel_easyconfig(env.root / "PyTorch-2.13.0-whl.eb", "PyTorch", "2.13.0",
+                                  [("torch", "2.13.0+cpu", wheel, sha256(wheel))])
+    result = env.eb(easyconfig, "--skip-sanity-check")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    installdir = env.installpath / "software" / "PyTorch" / "2.13.0-whl"
+    log = next((installdir / "easybuild").glob("easybuild-PyTorch-*.log")).read_text()
+    assert "torchstack: byte-compile took" in log
+    assert log.index("torchstack: byte-compile took") < log.index("Starting module step")
+    tag = sys.implementation.cache_tag
+    pyc = next(installdir.glob(f"lib/python*/site-packages/torch/__pycache__/__init__.{tag}.pyc"))
+    assert pyc.is_file()

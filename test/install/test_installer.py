@@ -16,6 +16,7 @@ from torchstack.install.wheels import (
     CACHE_DIR,
     InstallerError,
     cache_dir,
+    compile_command,
     install_command,
     start_removal,
     uv_binary,
@@ -128,6 +129,12 @@ class TestInstallCommand:
             "/abs/c.whl",
         ]
 
+    def test_without_compile_bytecode(self) -> None:
+        # the easyblock byte-compiles afterwards, beside its checks (compile_command)
+        command = install_command("python3", "/p", ["/w/a.whl"], compile_bytecode=False)
+        assert "--compile-bytecode" not in command
+        assert command[-1] == "/w/a.whl"
+
     def test_no_wheels_raises(self) -> None:
         with pytest.raises(InstallerError, match=r"^no wheels to install$") as caught:
             install_command("python3", "/p", [])
@@ -201,3 +208,34 @@ class TestRealInstall:
         assert module.read_text() == "VALUE = 42\n"
         assert module.stat().st_nlink == 1
         assert (installed.site_packages / "tinypkg" / "util.py").read_text() == "ONE = 1\n"
+
+
+class TestCompileAfterwards:
+    """install_command without byte-compiling, then compile_command, as PyTorchWheels runs them."""
+
+    @pytest.fixture()
+    def site_packages(self, tmp_path: Path) -> Path:
+        files = {"latepkg/__init__.py": b"VALUE = 1\n", "latepkg/sub/mod.py": b"TWO = 2\n",
+                 "latepkg/tests/broken.py": b"def (:\n"}  # as torch ships a few test inputs
+        wheel = build_wheel(tmp_path, "latepkg", "1.0", files)
+        prefix = tmp_path / "prefix"
+        result = subprocess.run(
+            install_command(sys.executable, str(prefix), [str(wheel)], compile_bytecode=False),
+            capture_output=True, text=True, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        return prefix / "lib" / PYTHON_DIR / "site-packages"
+
+    def test_uv_wrote_no_bytecode(self, site_packages: Path) -> None:
+        assert not list(site_packages.rglob("*.pyc"))
+
+    def test_compiles_everything_but_the_broken_file(self, site_packages: Path) -> None:
+        result = subprocess.run(compile_command(sys.executable, str(site_packages)),
+                                capture_output=True, text=True)
+        # exit 1 and a message for the file that does not compile; the easyblock logs it
+        assert result.returncode == 1
+        assert "broken.py" in result.stdout + result.stderr
+        tag = sys.implementation.cache_tag
+        package = site_packages / "latepkg"
+        assert (package / "__pycache__" / f"__init__.{tag}.pyc").is_file()
+        assert (package / "sub" / "__pycache__" / f"mod.{tag}.pyc").is_file()
+        assert not (package / "tests" / "__pycache__" / f"broken.{tag}.pyc").exists()

@@ -6,6 +6,8 @@ easyblocks stay glue and record the same fingerprint file, whatis line and guard
 - post-processing: fingerprint the installation, refuse consumers that do not fit the torch
   under them, write `<installdir>/easybuild/torchstack-fingerprint.json` (`record_fingerprint`,
   which the hooks file calls for installations of any other easyblock too);
+- install: byte-compile the installation after the installer, in a thread beside the
+  post-processing and the sanity check (`start_bytecode_compile`);
 - sanity check: every shared object finds its libraries, the installed torch is the one the
   easyconfig declares, a C++ extension builds against it (`start_library_check`,
   `check_declared_torch`, `start_extension_check`; the two slow ones run beside EasyBuild's
@@ -33,7 +35,7 @@ from torchstack.distributions import DistributionError
 from torchstack.errors import TorchstackError
 from torchstack.fingerprint import Fingerprint
 from torchstack.guards import modulefile, record
-from torchstack.install import jitcheck, libraries, torchcheck
+from torchstack.install import jitcheck, libraries, torchcheck, wheels
 
 EasyBlock = Any  # easybuild.framework.easyblock.EasyBlock
 
@@ -134,7 +136,52 @@ def finish_library_check(block: EasyBlock, check: LibraryCheck) -> None:
                              "\n".join(failures[:20]))
 
 
-def start_extension_check(block: EasyBlock) -> Future[Any]:
+def start_command(block: EasyBlock, command: list[str],
+                  env: dict[str, str] | None = None) -> Future[tuple[Any, float]]:
+    """Run `command` (no shell) with run_shell_cmd in a thread, beside what the step does next;
+    the future holds its result and its seconds."""
+
+    def run() -> tuple[Any, float]:
+        start = time.perf_counter()
+        result = run_shell_cmd(command, env=env, fail_on_error=False, hidden=True,
+                               asynchronous=True, work_dir=block.builddir, use_bash=False)
+        return result, time.perf_counter() - start
+
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="torchstack-command")
+    future = pool.submit(run)
+    pool.shutdown(wait=False)  # the thread ends with its one task
+    return future
+
+
+def _waited(block: EasyBlock, what: str, command: Future[tuple[Any, float]]) -> Any:
+    """The result of `start_command`, with a timing line (bench/install.py reads these)."""
+    start = time.perf_counter()
+    result, seconds = command.result()
+    block.log.info("torchstack: %s took %.3f s, waited for %.3f s", what, seconds,
+                   time.perf_counter() - start)
+    return result
+
+
+def start_bytecode_compile(block: EasyBlock) -> Future[tuple[Any, float]]:
+    """Byte-compile the installed site-packages on all cores, beside the post-processing and
+    the sanity check (which pip and uv would make wait); `finish_bytecode_compile` waits."""
+    site_packages = os.path.join(block.installdir, block.pylibdir)
+    return start_command(block, wheels.compile_command(block.python_cmd, site_packages))
+
+
+def finish_bytecode_compile(block: EasyBlock, command: Future[tuple[Any, float]]) -> None:
+    """Wait for `start_bytecode_compile`; files that do not compile are logged, as pip and uv
+    skip them; any other failure raises."""
+    result = _waited(block, "byte-compile", command)
+    if result.exit_code == 1:
+        block.log.warning("torchstack: some files do not byte-compile, left as sources:\n%s",
+                          result.output[-3000:])
+    elif result.exit_code != 0:
+        raise EasyBuildError("torchstack: byte-compiling the installation failed (exit code "
+                             "%s):\n%s", result.exit_code, result.output[-3000:])
+
+
+def start_extension_check(block: EasyBlock) -> Future[tuple[Any, float]]:
     """The C++ extension check (`jitcheck`) in a thread, beside the sanity check's commands:
     torch from the installation (PYTHONPATH), the toolchain from the build environment;
     `finish_extension_check` reports it."""
@@ -142,27 +189,12 @@ def start_extension_check(block: EasyBlock) -> Future[Any]:
     site_packages = os.path.join(block.installdir, block.pylibdir)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         p for p in (site_packages, os.environ.get("PYTHONPATH")) if p))
-    command = [block.python_cmd, str(script)]
-
-    def build() -> tuple[Any, float]:
-        start = time.perf_counter()
-        result = run_shell_cmd(command, env=env, fail_on_error=False, hidden=True,
-                               asynchronous=True, work_dir=block.builddir, use_bash=False)
-        return result, time.perf_counter() - start
-
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="torchstack-extension")
-    future = pool.submit(build)
-    pool.shutdown(wait=False)  # the thread ends with its one task
-    return future
+    return start_command(block, [block.python_cmd, str(script)], env)
 
 
-def finish_extension_check(block: EasyBlock, check: Future[Any]) -> None:
+def finish_extension_check(block: EasyBlock, check: Future[tuple[Any, float]]) -> None:
     """Wait for `start_extension_check`; raise with the end of its output if it failed."""
-    start = time.perf_counter()
-    result, seconds = check.result()
-    # bench/install.py reads these timing lines into its breakdown.
-    block.log.info("torchstack: C++ extension build took %.3f s, waited for %.3f s", seconds,
-                   time.perf_counter() - start)
+    result = _waited(block, "C++ extension build", check)
     if result.exit_code != 0 or jitcheck.SUCCESS not in result.output:
         raise EasyBuildError("torchstack: a C++ extension does not build against torch with "
                              "this toolchain (exit code %s):\n%s", result.exit_code,

@@ -8,7 +8,9 @@ uv unpacks into its cache and then links or copies into the prefix. A cache on t
 own file system lets it hard-link, so 700 MB of torch is written once, not twice; the cache
 is removed after the install and the hard links keep the files. Unlinking its 12,000 entries
 takes seconds, so the cache is renamed out of the prefix at once and deleted by a thread
-while the installation is checked (`start_removal`).
+while the installation is checked (`start_removal`). For the same reason the easyblock
+byte-compiles after uv's install, beside the post-processing and the sanity check, instead
+of inside it (`compile_command`).
 """
 
 from __future__ import annotations
@@ -79,8 +81,10 @@ def _remove_tree(path: str) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def install_command(python: str, prefix: str, wheels: Sequence[str]) -> list[str]:
-    """Install `wheels` for `python` under `prefix`, without dependencies or network."""
+def install_command(python: str, prefix: str, wheels: Sequence[str],
+                    compile_bytecode: bool = True) -> list[str]:
+    """Install `wheels` for `python` under `prefix`, without dependencies or network; without
+    `compile_bytecode` the caller byte-compiles afterwards (`compile_command`)."""
     if not wheels:
         raise InstallerError("no wheels to install")
     return [
@@ -90,6 +94,13 @@ def install_command(python: str, prefix: str, wheels: Sequence[str]) -> list[str
         "--no-deps", "--offline", "--no-config",
         "--cache-dir", cache_dir(prefix),
         "--link-mode", "hardlink",
-        "--compile-bytecode",
+        *(["--compile-bytecode"] if compile_bytecode else []),
         *(os.path.abspath(w) for w in wheels),
     ]
+
+
+def compile_command(python: str, site_packages: str) -> list[str]:
+    """Byte-compile every Python file under `site_packages` on all cores, as an installer
+    would (timestamp-based .pyc files, or checked hashes under SOURCE_DATE_EPOCH); files that
+    do not compile are reported and skipped (exit code 1), as pip and uv skip them."""
+    return [python, "-m", "compileall", "-q", "-j0", site_packages]
