@@ -56,3 +56,12 @@ def build_extension_wheel(cache: Path, python: Path, torch_site_packages: Path) 
         check=True, env=env,
     )
     return sorted(out.glob("torchstack_demo_ext-*.whl"))[0]
+
+
+def write_old_abi_compiler(path: Path) -> Path:
+    """A g++ that builds for the old C++ ABI whatever torch asks (-D_GLIBCXX_USE_CXX11_ABI=1):
+    what it builds against a cxx11 libtorch references std::string symbols libtorch lacks."""
+    path.write_text('#!/bin/sh\nexec /usr/bin/g++ "$@" -U_GLIBCXX_USE_CXX11_ABI '
+                    '-D_GLIBCXX_USE_CXX11_ABI=0\n')
+    path.chmod(0o755)
+    return path

@@ -168,8 +168,8 @@ class TestFolderAttributes:
         write_set(out, SET)
         assert os.getxattr(out, "user.site") == b"group-shared"
 
-    @pytest.mark.skipif(shutil.which("setfacl") is None, reason="no setfacl")
     def test_default_acl_kept(self, tmp_path: Path) -> None:
+        assert shutil.which("setfacl"), "setfacl is not installed: run scripts/setup (acl)"
         out = tmp_path / "out"
         out.mkdir()
         acl = subprocess.run(["setfacl", "-m", "d:g:4242:rwx,g:4242:rwx", str(out)],

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ebenv import EasyBuildEnv, wheel_easyconfig, write_gcccore_toolchain
+from extension_src import write_old_abi_compiler
 from wheelbuild import sha256
 
 from torchstack.install.jitcheck import SUCCESS
@@ -44,10 +45,7 @@ def test_compiler_for_the_other_cxx_abi_fails_the_install(
     # with the loader's message, and nothing is left installed
     bindir = tmp_path / "bin"
     bindir.mkdir()
-    wrapper = bindir / "g++"
-    wrapper.write_text('#!/bin/sh\nexec /usr/bin/g++ "$@" -U_GLIBCXX_USE_CXX11_ABI '
-                       '-D_GLIBCXX_USE_CXX11_ABI=0\n')
-    wrapper.chmod(0o755)
+    write_old_abi_compiler(bindir / "g++")
     env = EasyBuildEnv(tmp_path / "eb", eb_env.python_root).setup()
     gcc = write_gcccore_toolchain(env, bindir)
     wheel = real_wheel("torch-2.13.0")

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from extension_src import write_old_abi_compiler
 
 from torchstack.install.jitcheck import SOURCE, SUCCESS, write_script
 
@@ -110,10 +111,7 @@ class TestRealBuild:
                                          ninja: bool) -> None:
         # torch passes -D_GLIBCXX_USE_CXX11_ABI=1; a compiler that forces the old ABI builds a
         # library whose std::string symbols libtorch does not have
-        compiler = tmp_path / "old-abi-g++"
-        compiler.write_text('#!/bin/sh\nexec g++ "$@" -U_GLIBCXX_USE_CXX11_ABI '
-                            '-D_GLIBCXX_USE_CXX11_ABI=0\n')
-        compiler.chmod(0o755)
+        compiler = write_old_abi_compiler(tmp_path / "old-abi-g++")
         env = {"CXX": str(compiler), "CC": str(compiler)}  # setuptools compiles with CC
         if not ninja:
             env["PATH"] = tools_without_ninja(tmp_path / "bin")

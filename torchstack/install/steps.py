@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 from easybuild.tools.build_log import EasyBuildError
 from easybuild.tools.modules import get_software_root, get_software_version
@@ -38,6 +39,7 @@ from torchstack.guards import modulefile, record
 from torchstack.install import jitcheck, libraries, torchcheck, wheels
 
 EasyBlock = Any  # easybuild.framework.easyblock.EasyBlock
+T = TypeVar("T")
 
 
 def dependency_roots(block: EasyBlock, runtime_only: bool = False) -> list[str]:
@@ -116,8 +118,13 @@ def start_library_check(block: EasyBlock, search_path: list[str]) -> LibraryChec
                                                             site_packages)
         return failures, notes, time.perf_counter() - start
 
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="torchstack-libraries")
-    future = pool.submit(resolve)
+    return _in_thread(resolve)
+
+
+def _in_thread(task: Callable[[], T]) -> Future[T]:
+    """Run `task` in a thread of its own, beside what the step does next."""
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="torchstack")
+    future = pool.submit(task)
     pool.shutdown(wait=False)  # the thread ends with its one task
     return future
 
@@ -147,10 +154,7 @@ def start_command(block: EasyBlock, command: list[str],
                                asynchronous=True, work_dir=block.builddir, use_bash=False)
         return result, time.perf_counter() - start
 
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="torchstack-command")
-    future = pool.submit(run)
-    pool.shutdown(wait=False)  # the thread ends with its one task
-    return future
+    return _in_thread(run)
 
 
 def _waited(block: EasyBlock, what: str, command: Future[tuple[Any, float]]) -> Any:
