@@ -49,18 +49,21 @@ class RunStats:
 
 @dataclass(frozen=True)
 class Run:
-    """One finished run of a whole command."""
+    """One finished run of a whole command; `cpu_seconds`: user + system time of the command
+    and every descendant it waited for."""
 
     seconds: float
     max_rss_kb: int
     returncode: int
     stdout: str
     stderr: str
+    cpu_seconds: float
 
 
 def timed_run(argv: Sequence[str], env: Mapping[str, str] | None = None,
               cwd: Path | None = None) -> Run:
-    """Run to the end; wall time around spawn and reap, the child's own peak RSS (wait4)."""
+    """Run to the end; wall time around spawn and reap, the child's own peak RSS and the
+    processor time of its process tree (wait4)."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
         proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=err,
@@ -72,4 +75,5 @@ def timed_run(argv: Sequence[str], env: Mapping[str, str] | None = None,
         err.seek(0)
         return Run(seconds, int(usage.ru_maxrss),  # kilobytes on Linux
                    proc.returncode, out.read().decode("utf-8", "replace"),
-                   err.read().decode("utf-8", "replace"))
+                   err.read().decode("utf-8", "replace"),
+                   usage.ru_utime + usage.ru_stime)

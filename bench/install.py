@@ -6,8 +6,9 @@ test suite's stand-in: an Lmod module around a venv), through the real `python -
 
   --stack cpu     the torch 2.13.0+cpu wheel (this machine's `pip download --no-deps
                   torch==2.13.0`, cached)
-      ours        easyblock = 'PyTorchWheels' (--include-easyblocks): one `uv pip install
-                  --compile-bytecode` for all wheels, then the torchstack fingerprint
+      ours        easyblock = 'PyTorchWheels' (--include-easyblocks): one `uv pip install`
+                  of all wheels, byte-compiled and import-checked in threads beside
+                  EasyBuild's steps, the torchstack fingerprint and checks
       upstream    easyblock = 'PythonBundle', shaped like EasyBuild 5.4's
                   PyTorch-2.9.1-foss-2025a-whl.eb: the wheel in exts_list with its sha256 in
                   the dict form, the same modextrapaths
@@ -29,10 +30,13 @@ source, build and tmp paths) under a temporary directory that is removed at the 
 Python venv, the wheels and the stand-in modules' libraries are reused, from
 ${TORCHSTACK_CACHE:-~/.cache/torchstack}, through the test harness (test/ebenv.py,
 test/conftest.py, test/cudastack.py). The wall time of each whole `eb` process is measured
-(time.perf_counter), and its peak RSS: that of the largest process of the eb process tree
-(wait4), not the sum of processes running at once. Where the time goes is read from the
-timestamps of each run's EasyBuild log (steps, and the shell commands run inside them) and from
-torchstack's own timing lines in it (fingerprint, library resolution).
+(time.perf_counter), its peak RSS: that of the largest process of the eb process tree
+(wait4), not the sum of processes running at once, and its processor time: user + system
+time of the whole process tree (wait4). Work of P processor seconds cannot take less than
+P / cores seconds, however well it overlaps; the report sets that bound against upstream.
+Where the time goes is read from the timestamps of each run's EasyBuild log (steps, and the
+shell commands run inside them) and from torchstack's own timing lines in it (fingerprint,
+library resolution, byte-compile, import check, C++ extension build).
 
 With --toolchain gcccore the easyconfigs use a GCCcore toolchain of the system's gcc (a site
 module, test/ebenv.py), so PyTorchWheels builds its C++ extension at sanity check; with the
@@ -40,9 +44,10 @@ default SYSTEM toolchain it has no compiler and skips that check.
 
 After each round the floor of each part is measured on the same machine, for each set of wheels:
 copying the unpacked wheels (`cp -a`, unzipped beforehand), byte-compiling the copy with
-`compileall -j0` (all cores), `import torch` from it, reading each shared object's dynamic
-section once, building the C++ extension against it (with --toolchain gcccore), and an `eb`
-run of an empty Bundle with the same Python dependency (EasyBuild's fixed cost).
+`compileall -j0` and with torchstack's bytecode.py (all cores; the faster counts), `import
+torch` from it, reading each shared object's dynamic section once, building the C++ extension
+against it (with --toolchain gcccore), and an `eb` run of an empty Bundle with the same Python
+dependency (EasyBuild's fixed cost); each with its processor time.
 
 The target, at most 0.5x the upstream median for the CPU wheel, is reported but never enforced:
 the exit code is 0 unless an `eb` run (or the preparation) fails, then 1 with the tail of its
@@ -149,7 +154,8 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("sanity", "sanity check step"),
     ("sanity.libraries", "  torchstack: library resolution (in a thread)"),
     ("sanity.libraries.wait", "    of which not beside the commands below"),
-    ("sanity.import", "  python -c \"import torch, ...\""),
+    ("sanity.import", "  python -c \"import torch, ...\" (ours: in a thread)"),
+    ("sanity.import.wait", "    of which not beside the commands below"),
     ("sanity.cxx", "  torchstack: C++ extension build (in a thread)"),
     ("sanity.cxx.wait", "    of which not beside the commands"),
     ("sanity.pip", "  pip --version + pip check + pip list"),
@@ -166,7 +172,9 @@ PARTS: tuple[tuple[str, str, str | None], ...] = (
     ("EasyBuild's fixed cost", "fixed", "empty_eb"),
     ("unpack + write + byte-compile", "install_compile", "copy_compile"),
     ("  floor: copy the unpacked tree", "", "copy"),
-    ("  floor: compileall -j0, same files", "", "compile"),
+    ("  floor: byte-compile, the faster of:", "", "compile"),
+    ("    compileall -j0, same files", "", "compileall"),
+    ("    torchstack's bytecode.py, same files", "", "bytecode"),
     ("import torch (sanity)", "sanity.import", "import"),
     ("library resolution (sanity)", "sanity.libraries", "read_objects"),
     ("fingerprint (postproc)", "post.fingerprint", None),
@@ -226,12 +234,13 @@ WHEEL_SETS = {"all": "every wheel of the stack", "python": "without the CUDA lib
 
 @dataclass(frozen=True)
 class Run:
-    """One finished eb run."""
+    """One finished eb run; `cpu_seconds`: user + system time of its whole process tree."""
 
     seconds: float
     max_rss_kb: int
     phases: dict[str, float]
     installer: str
+    cpu_seconds: float
 
 
 @dataclass
@@ -240,6 +249,10 @@ class Series(RunStats):
 
     variant: Variant
     runs: list[Run] = field(default_factory=list)
+
+    @property
+    def cpu_median(self) -> float:
+        return statistics.median(r.cpu_seconds for r in self.runs)
 
     def phase_median(self, key: str) -> float | None:
         values = [r.phases[key] for r in self.runs if key in r.phases]
@@ -471,20 +484,28 @@ moduleclass = 'ai'
 # -- the floor: the same work without EasyBuild or an installer ------------------------------
 
 
-def _timed(command: list[str], **kwargs: Any) -> float:
-    start = time.perf_counter()
-    result = subprocess.run(command, capture_output=True, text=True, check=False, **kwargs)
-    seconds = time.perf_counter() - start
-    # compileall exits 1 when a file does not compile (torch ships a few such test inputs);
-    # the installers skip those files too.
-    if result.returncode not in (0, 1) or (result.returncode and "compileall" not in command):
+def _timed(floor: dict[str, float], key: str, command: list[str], may_fail: bool = False,
+           env: dict[str, str] | None = None, cwd: Path | None = None) -> None:
+    """Run `command`; its wall time into floor[key], its processor time into floor["cpu:key"].
+    `may_fail`: a byte-compile exits 1 when a file does not compile (torch ships a few such
+    test inputs); the installers skip those files too."""
+    result = timed_run(command, env=env, cwd=cwd)
+    if result.returncode != 0 and not (may_fail and result.returncode == 1):
         raise BenchError(f"{' '.join(command)} failed:\n{tail(result)}")
-    return seconds
+    floor[key] = result.seconds
+    floor[f"cpu:{key}"] = result.cpu_seconds
+
+
+def _sum(floor: dict[str, float], key: str, *parts: str) -> None:
+    for prefix in ("", "cpu:"):
+        floor[prefix + key] = sum(floor[prefix + part] for part in parts)
 
 
 def measure_floor(inputs: Inputs, wheel_set: str, root: Path) -> dict[str, float]:
-    """Seconds of each floor for one set of wheels, measured into `root` (removed afterwards)."""
+    """Seconds of each floor for one set of wheels, measured into `root` (removed afterwards),
+    and the processor seconds of each ("cpu:" keys)."""
     from torchstack import loader
+    from torchstack.install import bytecode
     from torchstack.install.jitcheck import write_script
 
     python = str(inputs.python_root / "bin" / "python")
@@ -493,30 +514,36 @@ def measure_floor(inputs: Inputs, wheel_set: str, root: Path) -> dict[str, float
     libraries = ":".join(str(m.root / "lib") for m in inputs.modules) if wheel_set == "python" \
         else ""
     environ = dict(os.environ, PYTHONPATH=str(copy), LD_LIBRARY_PATH=libraries)
+    floor: dict[str, float] = {}
     try:
         root.mkdir(parents=True)
         for wheel in inputs.wheel_sets[wheel_set]:
             with zipfile.ZipFile(wheel.path) as archive:
                 archive.extractall(unpacked)
-        floor = {"copy": _timed(["cp", "-a", str(unpacked), str(copy)])}
-        floor["compile"] = _timed([python, "-m", "compileall", "-q", "-j0", str(copy)])
-        floor["copy_compile"] = floor["copy"] + floor["compile"]
-        floor["import"] = _timed([python, "-c", "import torch"], cwd=root, env=environ)
-        start = time.perf_counter()
+        _timed(floor, "copy", ["cp", "-a", str(unpacked), str(copy)])
+        _timed(floor, "compileall", [python, "-m", "compileall", "-q", "-j0", str(copy)],
+               may_fail=True)
+        for cache in list(copy.rglob("__pycache__")):
+            shutil.rmtree(cache)
+        _timed(floor, "bytecode", [python, bytecode.__file__, str(copy)], may_fail=True)
+        # the least of the two ways of compiling the same files on all cores
+        fastest = min(("compileall", "bytecode"), key=lambda key: floor[key])
+        _sum(floor, "compile", fastest)
+        _sum(floor, "copy_compile", "copy", "compile")
+        _timed(floor, "import", [python, "-c", "import torch"], env=environ, cwd=root)
+        start, processor = time.perf_counter(), time.process_time()
         for path in loader.iter_shared_objects(copy):
             loader.read_object(path)
         floor["read_objects"] = time.perf_counter() - start
+        floor["cpu:read_objects"] = time.process_time() - processor
         if inputs.toolchain == "gcccore":
-            floor["cxx"] = _timed([python, str(write_script(root))], cwd=root, env=environ)
+            _timed(floor, "cxx", [python, str(write_script(root))], env=environ, cwd=root)
         env = setup_env(root / "eb", inputs)
         easyconfig = env.root / "Empty-1.0.eb"
         easyconfig.write_text(EMPTY_EASYCONFIG.format(toolchain=_toolchain(inputs),
                                                       python=PYTHON_VERSION))
-        start = time.perf_counter()
-        result = env.eb(easyconfig)
-        floor["empty_eb"] = time.perf_counter() - start
-        if result.returncode != 0:
-            raise BenchError(f"the empty eb run failed:\n{tail(result)}")
+        _timed(floor, "empty_eb", env.eb_command(str(easyconfig)), env=env.environ(),
+               cwd=env.root)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return floor
@@ -535,14 +562,18 @@ INSTALL_CMD = re.compile(r"(?:\buv pip|-m pip) install\b")
 UV_INSTALL_CMD = re.compile(r"\buv pip install\b")
 IMPORT_CMD = re.compile(r"-c ([\"'])import [\w., ]+\1\s*$")  # exts_filter, not the probes
 CXX_CMD = re.compile(r"torchstack_jit_check\.py\s*$")
-COMPILE_CMD = re.compile(r"-m compileall\b")  # ours, in a thread
+# ours, in a thread: logged without quotes (a command list, joined)
+IMPORT_THREAD_CMD = re.compile(r" -c import [\w., ]+$")
+COMPILE_CMD = re.compile(r"/bytecode\.py\b")  # ours (torchstack.install.bytecode), in a thread
 # torchstack's own timing lines (torchstack/install/steps.py)
 # (the library resolution runs in a thread beside the sanity commands: "waited" is the part of
 # it that the eb run waited for, the rest overlaps them)
 TORCHSTACK_TIMING = re.compile(r"^torchstack: (fingerprint|library resolution|C\+\+ extension "
-                               r"build|byte-compile) took ([\d.]+) s(?:, waited for ([\d.]+) s)?$")
+                               r"build|byte-compile|import check) took ([\d.]+) s"
+                               r"(?:, waited for ([\d.]+) s)?$")
 TIMING_ROWS = {"fingerprint": "post.fingerprint", "library resolution": "sanity.libraries",
-               "C++ extension build": "sanity.cxx", "byte-compile": "compile"}
+               "C++ extension build": "sanity.cxx", "byte-compile": "compile",
+               "import check": "sanity.import"}
 PIP_CMD = re.compile(r"-m pip (?:check|list|--version)\b")
 
 # Steps in EasyBuild's order fall into these groups by their position.
@@ -578,8 +609,9 @@ class _Open:
         return Command(self.start, (end - self.start).total_seconds(), self.text)
 
 
-def _is_background(command: _Open) -> bool:
-    return bool(CXX_CMD.search(command.text) or COMPILE_CMD.search(command.text))
+def _is_background(command: _Open | Command) -> bool:
+    return any(pattern.search(command.text)
+               for pattern in (CXX_CMD, COMPILE_CMD, IMPORT_THREAD_CMD))
 
 
 def _parse_log(text: str) -> Log:
@@ -660,7 +692,7 @@ def breakdown(stdout: str, wall: float) -> tuple[dict[str, float], str]:
 
     installs = [c for c in within("ext") if INSTALL_CMD.search(c.text)]
     phases["ext.install"] = sum(c.seconds for c in installs)
-    background = [c for c in commands if COMPILE_CMD.search(c.text) or CXX_CMD.search(c.text)]
+    background = [c for c in commands if _is_background(c)]
     phases["ext.commands"] = (sum(c.seconds for c in within("ext") if c not in background)
                               - phases["ext.install"])
     phases["ext.eb"] = phases["ext"] - phases["ext.install"] - phases["ext.commands"]
@@ -676,13 +708,15 @@ def breakdown(stdout: str, wall: float) -> tuple[dict[str, float], str]:
     phases.update(parsed.timings)  # only ours: fingerprint, library resolution, C++ build
     phases["sanity.eb"] = (phases["sanity"] - sum(c.seconds for c in serial)
                            - phases.get("sanity.libraries.wait", 0.0)
+                           - phases.get("sanity.import.wait", 0.0)
                            - phases.get("sanity.cxx.wait", 0.0)
                            - phases.get("compile.wait", 0.0))
     # ours byte-compiles in a thread after uv's install; upstream's pip inside its command
     phases["install_compile"] = phases["ext.install"] + phases.get("compile", 0.0)
-    phases["fixed"] = wall - sum(phases.get(k, 0.0) for k in (
-        "ext.install", "compile.wait", "sanity.import", "sanity.cxx.wait", "sanity.pip",
-        "post.fingerprint", "sanity.libraries.wait"))
+    # the parts below it in the floor table, as far as the run waited for them
+    phases["fixed"] = wall - phases.get("sanity.import.wait", phases["sanity.import"]) - sum(
+        phases.get(k, 0.0) for k in ("ext.install", "compile.wait", "sanity.cxx.wait",
+                                     "sanity.pip", "post.fingerprint", "sanity.libraries.wait"))
     installer = "?"
     if installs:
         installer = "uv" if UV_INSTALL_CMD.search(installs[0].text) else "pip"
@@ -714,7 +748,7 @@ def run_once(variant: Variant, root: Path, inputs: Inputs) -> Run:
         phases, installer = breakdown(result.stdout, result.seconds)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    return Run(result.seconds, result.max_rss_kb, phases, installer)
+    return Run(result.seconds, result.max_rss_kb, phases, installer, result.cpu_seconds)
 
 
 def measure(
@@ -734,8 +768,10 @@ def measure(
                 f"peak RSS {run.max_rss_kb / 1024:.0f} MB (installer: {run.installer})")
         for wheel_set, measured in floors.items():
             measured.append(measure_floor(inputs, wheel_set, workdir / f"floor-{number}"))
+            floor = measured[-1]
             log(f"round {number}/{rounds} floor ({wheel_set} wheels): " + ", ".join(
-                f"{key} {value:.1f} s" for key, value in measured[-1].items()))
+                f"{key} {value:.1f} s (cpu {floor['cpu:' + key]:.1f} s)"
+                for key, value in floor.items() if not key.startswith("cpu:")))
     return series, floors
 
 
@@ -787,6 +823,8 @@ def figures(series: list[Series], floors: dict[str, list[dict[str, float]]], inp
                 "peak_rss_mb": s.peak_mb,
                 "seconds": [r.seconds for r in s.runs],
                 "max_rss_kb": [r.max_rss_kb for r in s.runs],
+                "cpu_median_s": s.cpu_median,
+                "cpu_s": [r.cpu_seconds for r in s.runs],
                 "phases_median_s": {k: s.phase_median(k) for k, _ in ROWS},
                 "phases_s": [r.phases for r in s.runs],
             }
@@ -848,7 +886,8 @@ def table(series: list[Series], data: dict[str, Any]) -> str:
     for name, floor in data["floor"].items():
         members = [s for s in series if s.variant.wheel_set == name]
         lines += ["", f"wheels: {name} ({WHEEL_SETS[name]})",
-                  *floor_table(members, floor["median_s"])]
+                  *floor_table(members, floor["median_s"]),
+                  "", *processor_lines(members, floor["median_s"], by_key, data["cpus"])]
     start, end = data["loadavg_start"], data["loadavg_end"]
     lines += [
         "",
@@ -858,10 +897,34 @@ def table(series: list[Series], data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def whole_floor(floor: dict[str, float]) -> float:
+WHOLE_FLOOR = ("empty_eb", "copy_compile", "import")
+
+
+def whole_floor(floor: dict[str, float], prefix: str = "") -> float:
     """The least an install with its import check can take: an empty eb run, the copy, the
-    byte-compile and one import."""
-    return sum(floor[k] for k in ("empty_eb", "copy_compile", "import") if k in floor)
+    byte-compile and one import; with prefix "cpu:", the processor time of that work."""
+    return sum(floor[prefix + k] for k in WHOLE_FLOOR if prefix + k in floor)
+
+
+def processor_lines(series: list[Series], floor: dict[str, float], by_key: dict[str, Series],
+                    cpus: int | None) -> list[str]:
+    """Processor time against wall time: work that takes P processor seconds cannot end in
+    less than P / cores seconds on this machine, however well it overlaps."""
+    cores = cpus or 1
+    rows = [(s.variant.label, s.cpu_median, s.median, s.variant.anchor) for s in series]
+    rows.append(("floor of a whole install", whole_floor(floor, "cpu:"), whole_floor(floor),
+                 next((s.variant.anchor for s in series if s.variant.anchor), None)))
+    width = max(len(label) for label, *_ in rows)
+    lines = ["processor time, user + system of the whole process tree (wait4), medians; work "
+             f"of P cpu s takes at least P / {cores} s on {cores} cores:",
+             f"{'':<{width}}  {'cpu s':>7}  {'wall s':>7}  {'cores busy':>10}  "
+             f"{'P/cores s':>9}  {'= x anchor':>10}"]
+    for label, processor, wall, anchor in rows:
+        bound = processor / cores
+        ratio = f"{bound / by_key[anchor].median:>9.2f}x" if anchor else f"{'':>10}"
+        lines.append(f"{label:<{width}}  {processor:>7.1f}  {wall:>7.1f}  "
+                     f"{processor / wall:>10.2f}  {bound:>9.1f}  {ratio}")
+    return lines
 
 
 def floor_table(series: list[Series], floor: dict[str, float]) -> list[str]:

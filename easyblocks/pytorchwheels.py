@@ -65,6 +65,7 @@ class PyTorchWheels(PythonBundle):
         self.import_names = []
         self._cache_removal = None
         self._bytecode_compile = None
+        self._import_check = None
 
     def install_all_extensions(self, install=True):
         """Install every wheel at once with the fast installer; anything else as PythonBundle does."""
@@ -74,7 +75,7 @@ class PyTorchWheels(PythonBundle):
             return
         self._check_wheel_tags(ext.src for ext in wheels)
         # One import of everything the wheels install at sanity check, instead of one python
-        # (and one import of torch) per extension.
+        # (and one import of torch) per extension, beside the rest of the sanity check.
         explicit = {e[0] for e in self.cfg['exts_list'] if len(e) > 2 and 'modulename' in e[2]}
         for ext in wheels:
             if ext.name not in explicit:
@@ -151,7 +152,8 @@ class PyTorchWheels(PythonBundle):
 
     def sanity_check_step(self, *args, **kwargs):
         """Also: every loadable shared object finds its libraries (resolved in a thread beside
-        EasyBuild's checks, reported first); torch is what was declared; with a compiler in the
+        EasyBuild's checks); torch is what was declared; one import of all the wheels install
+        (beside EasyBuild's checks once the module is loaded); with a compiler in the
         toolchain, a C++ extension builds against torch (also beside EasyBuild's checks)."""
         library_check = self._start_library_check()
         extension_check = None
@@ -159,18 +161,24 @@ class PyTorchWheels(PythonBundle):
             extension_check = steps.start_extension_check(self)
         try:
             self._check_declared_torch()
-            commands = list(kwargs.get('custom_commands') or [])
-            if self.import_names:
-                commands.append("%s -c 'import %s'" % (self.python_cmd, ', '.join(self.import_names)))
-            kwargs['custom_commands'] = commands
             super().sanity_check_step(*args, **kwargs)
         finally:
             if self._cache_removal is not None:
                 self._cache_removal.join()
-            steps.finish_library_check(self, library_check)
-            self._finish_bytecode_compile()
+            import_check, self._import_check = self._import_check, None
+            finishers = [lambda: steps.finish_library_check(self, library_check), self._finish_bytecode_compile]
+            if import_check is not None:
+                finishers.append(lambda: steps.finish_import_check(self, import_check))
             if extension_check is not None:
-                steps.finish_extension_check(self, extension_check)
+                finishers.append(lambda: steps.finish_extension_check(self, extension_check))
+            steps.finish_all(finishers)
+
+    def sanity_check_load_module(self, *args, **kwargs):
+        """Also: once the module is loaded, start the one import of all the wheels install."""
+        fake_mod_data = super().sanity_check_load_module(*args, **kwargs)
+        if self.import_names and self.sanity_check_module_loaded and self._import_check is None:
+            self._import_check = steps.start_import_check(self, self.import_names)
+        return fake_mod_data
 
     def cleanup_step(self):
         """Also: wait for the byte-compile if the sanity check did not (eb --skip-sanity-check)."""

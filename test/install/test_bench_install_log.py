@@ -1,5 +1,5 @@
 """bench/install.py reads an eb log: steps, commands, torchstack's timing lines, and the commands
-that run in a thread beside the others (byte-compile, C++ extension build)."""
+that run in a thread beside the others (byte-compile, import check, C++ extension build)."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ LOG = "\n".join([
     "\t/u/uv pip install --python /p/python --prefix /i /w/torch.whl",
     line(3.1, "Command completed successfully"),
     line(3.2, "Running command in /b:"),  # the byte-compile, in a thread
-    "\t/p/python -m compileall -q -j0 /i/lib/python3.11/site-packages",
+    "\t/p/python /t/torchstack/install/bytecode.py -j 2 /i/lib/python3.11/site-packages",
     line(3.3, "Starting sanitycheck step"),
     line(3.4, "Running command in /b:"),  # an Lmod call, in the foreground
     "\t/usr/share/lmod/lmod/libexec/lmod python load PyTorch/2.13.0-whl",
@@ -85,3 +85,45 @@ def test_breakdown_keeps_background_commands_out_of_the_serial_rows(
     assert phases["sanity.import"] == pytest.approx(3.0)
     assert phases["sanity.commands"] == pytest.approx(0.1)  # the Lmod call, not the C++ build
     assert phases["fixed"] == pytest.approx(12.0 - 3.0 - 3.0 - 4.4)
+
+
+# PyTorchWheels' import check runs in a thread too, logged as a joined command list (no quotes)
+THREADED_IMPORT_LOG = "\n".join([
+    line(0.0, "Starting extensions step"),
+    line(0.1, "Running command in /b:"),
+    "\t/u/uv pip install --python /p/python --prefix /i /w/torch.whl",
+    line(3.1, "Command completed successfully"),
+    line(3.2, "Running command in /b:"),
+    "\t/p/python /t/torchstack/install/bytecode.py -j 2 /i/lib/python3.11/site-packages",
+    line(3.3, "Starting sanitycheck step"),
+    line(3.4, "Running command in /tmp/torchstack-import-check-x:"),
+    "\t/p/python -c import torch, functorch, torchgen",
+    line(3.5, "Running command in /b:"),
+    "\t/usr/share/lmod/lmod/libexec/lmod python load PyTorch/2.13.0-whl",
+    line(3.6, "Command completed successfully"),  # the Lmod call's, not the import's
+    line(4.0, "Running shell command in /b:"),
+    "\t/p/python -m pip check",
+    line(4.5, "Shell command completed successfully"),
+    line(6.0, "Command completed successfully"),  # the byte-compile's, the older one
+    line(6.5, "Command completed successfully"),  # the import's
+    line(6.6, "torchstack: byte-compile took 2.800 s, waited for 0.000 s"),
+    line(6.7, "torchstack: import check took 3.100 s, waited for 2.000 s"),
+    line(6.8, "Starting cleanup step"),
+])
+
+
+def test_threaded_import_check_is_a_background_command(bench: ModuleType, tmp_path: Path) -> None:
+    parsed = bench._parse_log(THREADED_IMPORT_LOG)
+    seconds = {c.text.split()[-1]: round(c.seconds, 3) for c in parsed.commands}
+    assert seconds == {"/w/torch.whl": 3.0, "PyTorch/2.13.0-whl": 0.1, "check": 0.5,
+                       "/i/lib/python3.11/site-packages": 2.8, "torchgen": 3.1}
+    log = tmp_path / "eb.log"
+    log.write_text(THREADED_IMPORT_LOG)
+    stdout = f"Results of the build can be found in the log file(s) {log}\n"
+    phases, _ = bench.breakdown(stdout, 10.0)
+    assert phases["sanity.import"] == pytest.approx(3.1)
+    assert phases["sanity.import.wait"] == pytest.approx(2.0)
+    assert phases["sanity.pip"] == pytest.approx(0.5)
+    assert phases["sanity.commands"] == pytest.approx(0.1)  # the Lmod call alone
+    # the run waited 2.0 s of the import, 3.0 s of uv and 0.5 s of pip check
+    assert phases["fixed"] == pytest.approx(10.0 - 2.0 - 3.0 - 0.5)

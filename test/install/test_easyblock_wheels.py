@@ -67,6 +67,20 @@ class TestTorchModule:
         assert re.search(r"torchstack: byte-compile took [\d.]+ s, waited for [\d.]+ s", log)
         assert "--compile-bytecode" not in log
 
+    def test_import_checked_beside_the_other_checks(self, eb_env: EasyBuildEnv,
+                                                   pytorch_cpu_module: str) -> None:
+        # one import of everything the wheels install, in a thread once the module is loaded
+        installdir = _installdir(eb_env, "PyTorch", "2.13.0-whl")
+        log = next((installdir / "easybuild").glob("easybuild-PyTorch-*.log")).read_text()
+        assert re.search(r"torchstack: import check took [\d.]+ s, waited for [\d.]+ s", log)
+        ran = re.search(r"torchstack: sanity check command (\S+) -c '(import [^']+)' ran "
+                        r"successfully", log)
+        assert ran is not None
+        assert ran.group(2) == "import functorch, torch, torchgen"  # the wheel's top levels
+        started = re.search(r"Running command in (\S+):\n\t\S+ -c import functorch, ", log)
+        assert started is not None and "torchstack-import-check-" in started.group(1)
+        assert log.index("Starting sanitycheck step") < started.start()
+
     def test_installed_metadata_is_pip_compatible(
         self, eb_env: EasyBuildEnv, pytorch_cpu_module: str
     ) -> None:
@@ -150,6 +164,17 @@ class TestFailures:
         assert result.returncode != 0
         assert "torchstack: shared libraries do not resolve" in result.stdout
         assert "torchlink/_ext.so: needs libtorchstack_absent.so.1" in result.stdout
+
+    def test_import_failure_fails_sanity_check(self, eb_env: EasyBuildEnv,
+                                               pytorch_cpu_module: str, tmp_path: Path) -> None:
+        wheel = build_wheel(tmp_path, "torchbroken", "1.0", {
+            "torchbroken/__init__.py": b"import torch\nraise ImportError('torchbroken: no')\n",
+        }, requires=("torch",))
+        result = eb_env.eb(_consumer(eb_env, "torchbroken", "1.0", wheel))
+        assert result.returncode != 0
+        assert "torchstack: sanity check command" in result.stdout
+        assert "-c 'import torchbroken' failed with exit code 1" in result.stdout
+        assert "ImportError: torchbroken: no" in result.stdout
 
     def test_missing_wheel(self, eb_env: EasyBuildEnv, pytorch_cpu_module: str,
                            tmp_path: Path) -> None:

@@ -9,9 +9,10 @@ easyblocks stay glue and record the same fingerprint file, whatis line and guard
 - install: byte-compile the installation after the installer, in a thread beside the
   post-processing and the sanity check (`start_bytecode_compile`);
 - sanity check: every shared object finds its libraries, the installed torch is the one the
-  easyconfig declares, a C++ extension builds against it (`start_library_check`,
-  `check_declared_torch`, `start_extension_check`; the two slow ones run beside EasyBuild's
-  own sanity commands);
+  easyconfig declares, everything the wheels install imports in the module's environment, a
+  C++ extension builds against it (`start_library_check`, `check_declared_torch`,
+  `start_import_check`, `start_extension_check`; the slow ones run beside EasyBuild's own
+  sanity commands, and `finish_all` waits for every one of them before reporting);
 - module file: the consumer half before the dependency on PyTorch, the provider half at the
   end (`consumer_module_dep`, `provider_module_extra`); with `eb --module-only` no step has
   fingerprinted the installation, so the one it recorded earlier is used
@@ -22,6 +23,9 @@ easyblocks stay glue and record the same fingerprint file, whatis line and guard
 from __future__ import annotations
 
 import os
+import shlex
+import shutil
+import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -143,15 +147,31 @@ def finish_library_check(block: EasyBlock, check: LibraryCheck) -> None:
                              "\n".join(failures[:20]))
 
 
-def start_command(block: EasyBlock, command: list[str],
-                  env: dict[str, str] | None = None) -> Future[tuple[Any, float]]:
-    """Run `command` (no shell) with run_shell_cmd in a thread, beside what the step does next;
-    the future holds its result and its seconds."""
+def finish_all(finishers: list[Callable[[], None]]) -> None:
+    """Call every finisher, so that no thread is left running
+    unreported; then raise the first EasyBuildError, with the messages of the others."""
+    errors = []
+    for finish in finishers:
+        try:
+            finish()
+        except EasyBuildError as err:
+            errors.append(err)
+    if len(errors) == 1:
+        raise errors[0]
+    if errors:
+        raise EasyBuildError("%s", "\n".join(str(err.msg) for err in errors))
+
+
+def start_command(block: EasyBlock, command: list[str], env: dict[str, str] | None = None,
+                  work_dir: str | None = None) -> Future[tuple[Any, float]]:
+    """Run `command` (no shell) with run_shell_cmd in a thread, beside what the step does next,
+    in `work_dir` (default: the build folder); the future holds its result and its seconds."""
 
     def run() -> tuple[Any, float]:
         start = time.perf_counter()
         result = run_shell_cmd(command, env=env, fail_on_error=False, hidden=True,
-                               asynchronous=True, work_dir=block.builddir, use_bash=False)
+                               asynchronous=True, work_dir=work_dir or block.builddir,
+                               use_bash=False)
         return result, time.perf_counter() - start
 
     return _in_thread(run)
@@ -167,10 +187,12 @@ def _waited(block: EasyBlock, what: str, command: Future[tuple[Any, float]]) -> 
 
 
 def start_bytecode_compile(block: EasyBlock) -> Future[tuple[Any, float]]:
-    """Byte-compile the installed site-packages on all cores, beside the post-processing and
-    the sanity check (which pip and uv would make wait); `finish_bytecode_compile` waits."""
+    """Byte-compile the installed site-packages on the cores EasyBuild may use (its parallel
+    setting), beside the post-processing and the sanity check (which pip and uv would make
+    wait); `finish_bytecode_compile` waits."""
     site_packages = os.path.join(block.installdir, block.pylibdir)
-    return start_command(block, wheels.compile_command(block.python_cmd, site_packages))
+    return start_command(block, wheels.compile_command(block.python_cmd, site_packages,
+                                                       block.cfg.parallel))
 
 
 def finish_bytecode_compile(block: EasyBlock, command: Future[tuple[Any, float]]) -> None:
@@ -183,6 +205,33 @@ def finish_bytecode_compile(block: EasyBlock, command: Future[tuple[Any, float]]
     elif result.exit_code != 0:
         raise EasyBuildError("torchstack: byte-compiling the installation failed (exit code "
                              "%s):\n%s", result.exit_code, result.output[-3000:])
+
+
+ImportCheck = tuple[Future[tuple[Any, float]], str, str]  # the command, its folder, its text
+
+
+def start_import_check(block: EasyBlock, names: list[str]) -> ImportCheck:
+    """Import `names` in one Python, in the environment of the module the sanity check has
+    just loaded, from an empty folder (as EasyBuild runs its sanity check commands), in a
+    thread beside the rest of the sanity check; `finish_import_check` reports it."""
+    work_dir = tempfile.mkdtemp(prefix="torchstack-import-check-")
+    command = [block.python_cmd, "-c", "import " + ", ".join(names)]
+    return (start_command(block, command, env=dict(os.environ), work_dir=work_dir), work_dir,
+            shlex.join(command))
+
+
+def finish_import_check(block: EasyBlock, check: ImportCheck) -> None:
+    """Wait for `start_import_check`; raise with its output if the import failed."""
+    command, work_dir, text = check
+    try:
+        result = _waited(block, "import check", command)
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
+    if result.exit_code != 0:
+        raise EasyBuildError("torchstack: sanity check command %s failed with exit code %s "
+                             "(output: %s)", text, result.exit_code, result.output)
+    block.log.info("torchstack: sanity check command %s ran successfully (output: %s)", text,
+                   result.output)
 
 
 def start_extension_check(block: EasyBlock) -> Future[tuple[Any, float]]:

@@ -21,6 +21,7 @@ import threading
 from collections.abc import Sequence
 
 from torchstack.errors import TorchstackError
+from torchstack.install import bytecode
 
 
 class InstallerError(TorchstackError):
@@ -99,8 +100,10 @@ def install_command(python: str, prefix: str, wheels: Sequence[str],
     ]
 
 
-def compile_command(python: str, site_packages: str) -> list[str]:
-    """Byte-compile every Python file under `site_packages` on all cores, as an installer
-    would (timestamp-based .pyc files, or checked hashes under SOURCE_DATE_EPOCH); files that
-    do not compile are reported and skipped (exit code 1), as pip and uv skip them."""
-    return [python, "-m", "compileall", "-q", "-j0", site_packages]
+def compile_command(python: str, site_packages: str, jobs: int = 0) -> list[str]:
+    """Byte-compile every Python file under `site_packages` with `jobs` processes (0: one per
+    core), as an installer would (timestamp-based .pyc files, or checked hashes under
+    SOURCE_DATE_EPOCH); files that do not compile are reported and skipped (exit code 1), as
+    pip and uv skip them. `python` runs torchstack.install.bytecode, compileall's output with
+    less overhead."""
+    return [python, bytecode.__file__, "-j", str(jobs), site_packages]
