@@ -72,7 +72,7 @@ import time
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -609,9 +609,19 @@ class _Open:
         return Command(self.start, (end - self.start).total_seconds(), self.text)
 
 
+# torchstack's commands that run in a thread, by the row of their timing line
+BACKGROUND = (("compile", COMPILE_CMD), ("sanity.import", IMPORT_THREAD_CMD),
+              ("sanity.cxx", CXX_CMD))
+# how far an end line may lie from where a background command's timing line puts its end
+END_SLACK = timedelta(seconds=0.25)
+
+
+def _background_row(command: _Open | Command) -> str | None:
+    return next((row for row, pattern in BACKGROUND if pattern.search(command.text)), None)
+
+
 def _is_background(command: _Open | Command) -> bool:
-    return any(pattern.search(command.text)
-               for pattern in (CXX_CMD, COMPILE_CMD, IMPORT_THREAD_CMD))
+    return _background_row(command) is not None
 
 
 def _parse_log(text: str) -> Log:
@@ -619,10 +629,13 @@ def _parse_log(text: str) -> Log:
 
     EasyBuild's log names no command in its end lines. Shell commands (bash) run one at a time
     and end in "Shell command ..."; other commands end in "Command ...", and among them are
-    torchstack's own that run in a thread beside the others (byte-compile, C++ extension
-    build): an end closes the running foreground command of its kind first, else the oldest
-    background one.
+    torchstack's own that run in a thread beside the others (byte-compile, import check, C++
+    extension build). Their timing lines say how long each took, so an end line where one of
+    them should end closes it; any other end closes the running foreground command, else the
+    oldest background one.
     """
+    took = {TIMING_ROWS[m.group(1)]: timedelta(seconds=float(m.group(2)))
+            for m in map(TORCHSTACK_TIMING.match, _messages(text)) if m is not None}
     timings: dict[str, float] = {}
     steps: list[tuple[str, datetime]] = []
     commands: list[Command] = []
@@ -656,13 +669,26 @@ def _parse_log(text: str) -> Log:
             commands.append(shell.closed(stamp))
             shell = None
         elif PLAIN_END.match(message) and plain:
-            foreground = [c for c in plain if not _is_background(c)]
-            done = foreground[-1] if foreground else plain[0]
+            done = _ended(plain, stamp, took)
             plain.remove(done)
             commands.append(done.closed(stamp))
     if not steps or last is None:
         raise ValueError("no steps in the log")
     return Log(steps, commands, last, timings)
+
+
+def _messages(text: str) -> list[str]:
+    return [m.group(2) for m in map(LOG_LINE.match, text.splitlines()) if m is not None]
+
+
+def _ended(running: list[_Open], stamp: datetime, took: dict[str, timedelta]) -> _Open:
+    """Which of the running plain commands an end line at `stamp` closes."""
+    due = [c for c in running if (row := _background_row(c)) in took
+           and abs(c.start + took[row] - stamp) <= END_SLACK]
+    if due:
+        return min(due, key=lambda c: abs(c.start + took[_background_row(c) or ""] - stamp))
+    foreground = [c for c in running if not _is_background(c)]
+    return foreground[-1] if foreground else running[0]
 
 
 def breakdown(stdout: str, wall: float) -> tuple[dict[str, float], str]:
@@ -709,8 +735,7 @@ def breakdown(stdout: str, wall: float) -> tuple[dict[str, float], str]:
     phases["sanity.eb"] = (phases["sanity"] - sum(c.seconds for c in serial)
                            - phases.get("sanity.libraries.wait", 0.0)
                            - phases.get("sanity.import.wait", 0.0)
-                           - phases.get("sanity.cxx.wait", 0.0)
-                           - phases.get("compile.wait", 0.0))
+                           - phases.get("sanity.cxx.wait", 0.0))
     # ours byte-compiles in a thread after uv's install; upstream's pip inside its command
     phases["install_compile"] = phases["ext.install"] + phases.get("compile", 0.0)
     # the parts below it in the floor table, as far as the run waited for them

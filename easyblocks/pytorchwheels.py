@@ -92,8 +92,8 @@ class PyTorchWheels(PythonBundle):
         finally:
             # Deleted while the installation is checked; joined at the end of the sanity check.
             self._cache_removal = start_removal(self.installdir)
-        # Byte-compiled while the installation is checked; waited for at the end of the sanity
-        # check, or at the cleanup step when the sanity check is skipped.
+        # Byte-compiled while the installation is checked and the module written; waited for
+        # at the permissions step, which must see every file.
         self._bytecode_compile = steps.start_bytecode_compile(self)
         for line in cudalibs.write_stand_ins(Path(self.installdir) / self.pylibdir, cuda_plan):
             self.log.info("torchstack: %s", line)
@@ -166,7 +166,7 @@ class PyTorchWheels(PythonBundle):
             if self._cache_removal is not None:
                 self._cache_removal.join()
             import_check, self._import_check = self._import_check, None
-            finishers = [lambda: steps.finish_library_check(self, library_check), self._finish_bytecode_compile]
+            finishers = [lambda: steps.finish_library_check(self, library_check)]
             if import_check is not None:
                 finishers.append(lambda: steps.finish_import_check(self, import_check))
             if extension_check is not None:
@@ -180,15 +180,13 @@ class PyTorchWheels(PythonBundle):
             self._import_check = steps.start_import_check(self, self.import_names)
         return fake_mod_data
 
-    def cleanup_step(self):
-        """Also: wait for the byte-compile if the sanity check did not (eb --skip-sanity-check)."""
-        self._finish_bytecode_compile()
-        super().cleanup_step()
-
-    def _finish_bytecode_compile(self):
+    def permissions_step(self):
+        """Also: wait for the byte-compile first, so that its files get the installation's
+        permissions (it runs beside the sanity check and the module step)."""
         if self._bytecode_compile is not None:
             running, self._bytecode_compile = self._bytecode_compile, None
             steps.finish_bytecode_compile(self, running)
+        super().permissions_step()
 
     def _has_cxx_compiler(self):
         """A toolchain with a compiler: a tiny torch C++ extension is built with it at sanity check."""

@@ -104,8 +104,11 @@ THREADED_IMPORT_LOG = "\n".join([
     line(4.0, "Running shell command in /b:"),
     "\t/p/python -m pip check",
     line(4.5, "Shell command completed successfully"),
-    line(6.0, "Command completed successfully"),  # the byte-compile's, the older one
-    line(6.5, "Command completed successfully"),  # the import's
+    line(5.9, "Running command in /b:"),  # a foreground Lmod call while both threads end
+    "\t/usr/share/lmod/lmod/libexec/lmod python list",
+    line(6.0, "Command completed successfully"),  # the byte-compile's: 3.2 s + 2.8 s
+    line(6.5, "Command completed successfully"),  # the import's: 3.4 s + 3.1 s
+    line(6.55, "Command completed successfully"),  # the Lmod call's
     line(6.6, "torchstack: byte-compile took 2.800 s, waited for 0.000 s"),
     line(6.7, "torchstack: import check took 3.100 s, waited for 2.000 s"),
     line(6.8, "Starting cleanup step"),
@@ -116,7 +119,7 @@ def test_threaded_import_check_is_a_background_command(bench: ModuleType, tmp_pa
     parsed = bench._parse_log(THREADED_IMPORT_LOG)
     seconds = {c.text.split()[-1]: round(c.seconds, 3) for c in parsed.commands}
     assert seconds == {"/w/torch.whl": 3.0, "PyTorch/2.13.0-whl": 0.1, "check": 0.5,
-                       "/i/lib/python3.11/site-packages": 2.8, "torchgen": 3.1}
+                       "/i/lib/python3.11/site-packages": 2.8, "torchgen": 3.1, "list": 0.65}
     log = tmp_path / "eb.log"
     log.write_text(THREADED_IMPORT_LOG)
     stdout = f"Results of the build can be found in the log file(s) {log}\n"
@@ -124,6 +127,6 @@ def test_threaded_import_check_is_a_background_command(bench: ModuleType, tmp_pa
     assert phases["sanity.import"] == pytest.approx(3.1)
     assert phases["sanity.import.wait"] == pytest.approx(2.0)
     assert phases["sanity.pip"] == pytest.approx(0.5)
-    assert phases["sanity.commands"] == pytest.approx(0.1)  # the Lmod call alone
+    assert phases["sanity.commands"] == pytest.approx(0.75)  # the two Lmod calls alone
     # the run waited 2.0 s of the import, 3.0 s of uv and 0.5 s of pip check
     assert phases["fixed"] == pytest.approx(10.0 - 2.0 - 3.0 - 0.5)

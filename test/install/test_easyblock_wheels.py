@@ -56,7 +56,8 @@ class TestTorchModule:
 
     def test_byte_compiled_beside_the_checks(self, eb_env: EasyBuildEnv,
                                              pytorch_cpu_module: str) -> None:
-        # uv installs without compiling; compileall runs in a thread and is waited for
+        # uv installs without compiling; the byte-compile runs in a thread beside the sanity
+        # check and the module step, and is waited for before the permissions step
         installdir = _installdir(eb_env, "PyTorch", "2.13.0-whl")
         site = installdir / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
         torch = site / "site-packages" / "torch"
@@ -65,6 +66,8 @@ class TestTorchModule:
         assert (torch / "nn" / "modules" / "__pycache__" / f"linear.{tag}.pyc").is_file()
         log = next((installdir / "easybuild").glob("easybuild-PyTorch-*.log")).read_text()
         assert re.search(r"torchstack: byte-compile took [\d.]+ s, waited for [\d.]+ s", log)
+        waited = log.index("torchstack: byte-compile took")
+        assert log.index("Starting permissions step") < waited < log.index("Starting package step")
         assert "--compile-bytecode" not in log
 
     def test_import_checked_beside_the_other_checks(self, eb_env: EasyBuildEnv,
@@ -198,7 +201,7 @@ class TestFailures:
 
 def test_byte_compiled_without_sanity_check(eb_env: EasyBuildEnv, real_wheel: Factory,
                                             tmp_path: Path) -> None:
-    # eb --skip-sanity-check: the cleanup step waits for the byte-compile instead
+    # eb --skip-sanity-check: the permissions step still waits for the byte-compile
     env = EasyBuildEnv(tmp_path / "eb", eb_env.python_root).setup()
     wheel = real_wheel("torch-2.13.0")
     env.stage_source("PyTorch", wheel)
@@ -209,7 +212,7 @@ def test_byte_compiled_without_sanity_check(eb_env: EasyBuildEnv, real_wheel: Fa
     installdir = env.installpath / "software" / "PyTorch" / "2.13.0-whl"
     log = next((installdir / "easybuild").glob("easybuild-PyTorch-*.log")).read_text()
     assert "torchstack: byte-compile took" in log
-    assert log.index("torchstack: byte-compile took") < log.index("Starting module step")
+    assert log.index("torchstack: byte-compile took") < log.index("Starting package step")
     tag = sys.implementation.cache_tag
     pyc = next(installdir.glob(f"lib/python*/site-packages/torch/__pycache__/__init__.{tag}.pyc"))
     assert pyc.is_file()

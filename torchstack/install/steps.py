@@ -7,7 +7,7 @@ easyblocks stay glue and record the same fingerprint file, whatis line and guard
   under them, write `<installdir>/easybuild/torchstack-fingerprint.json` (`record_fingerprint`,
   which the hooks file calls for installations of any other easyblock too);
 - install: byte-compile the installation after the installer, in a thread beside the
-  post-processing and the sanity check (`start_bytecode_compile`);
+  post-processing, the sanity check and the module step (`start_bytecode_compile`);
 - sanity check: every shared object finds its libraries, the installed torch is the one the
   easyconfig declares, everything the wheels install imports in the module's environment, a
   C++ extension builds against it (`start_library_check`, `check_declared_torch`,
@@ -188,8 +188,8 @@ def _waited(block: EasyBlock, what: str, command: Future[tuple[Any, float]]) -> 
 
 def start_bytecode_compile(block: EasyBlock) -> Future[tuple[Any, float]]:
     """Byte-compile the installed site-packages on the cores EasyBuild may use (its parallel
-    setting), beside the post-processing and the sanity check (which pip and uv would make
-    wait); `finish_bytecode_compile` waits."""
+    setting), beside the post-processing, the sanity check and the module step (which pip and
+    uv would make wait); `finish_bytecode_compile` waits, before the permissions step."""
     site_packages = os.path.join(block.installdir, block.pylibdir)
     return start_command(block, wheels.compile_command(block.python_cmd, site_packages,
                                                        block.cfg.parallel))
