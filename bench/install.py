@@ -561,9 +561,11 @@ PLAIN_END = re.compile(r"Command (?:completed|FAILED|failed)")
 INSTALL_CMD = re.compile(r"(?:\buv pip|-m pip) install\b")
 UV_INSTALL_CMD = re.compile(r"\buv pip install\b")
 IMPORT_CMD = re.compile(r"-c ([\"'])import [\w., ]+\1\s*$")  # exts_filter, not the probes
-CXX_CMD = re.compile(r"torchstack_jit_check\.py\s*$")
+# EasyBuild notes the thread of a command run from one
+IN_THREAD = r"(?: \(via thread with ID \d+\))?\s*$"
+CXX_CMD = re.compile(r"torchstack_jit_check\.py" + IN_THREAD)
 # ours, in a thread: logged without quotes (a command list, joined)
-IMPORT_THREAD_CMD = re.compile(r" -c import [\w., ]+$")
+IMPORT_THREAD_CMD = re.compile(r" -c import [\w., ]+" + IN_THREAD)
 COMPILE_CMD = re.compile(r"/bytecode\.py\b")  # ours (torchstack.install.bytecode), in a thread
 # torchstack's own timing lines (torchstack/install/steps.py)
 # (the library resolution runs in a thread beside the sanity commands: "waited" is the part of

@@ -38,7 +38,8 @@ LOG = "\n".join([
     "\t/u/uv pip install --python /p/python --prefix /i /w/torch.whl",
     line(3.1, "Command completed successfully"),
     line(3.2, "Running command in /b:"),  # the byte-compile, in a thread
-    "\t/p/python /t/torchstack/install/bytecode.py -j 2 /i/lib/python3.11/site-packages",
+    "\t/p/python /t/torchstack/install/bytecode.py -j 2 /i/lib/python3.11/site-packages"
+    " (via thread with ID 4242)",
     line(3.3, "Starting sanitycheck step"),
     line(3.4, "Running command in /b:"),  # an Lmod call, in the foreground
     "\t/usr/share/lmod/lmod/libexec/lmod python load PyTorch/2.13.0-whl",
@@ -46,7 +47,7 @@ LOG = "\n".join([
     line(3.6, "Running shell command in /b:"),
     "\t/p/python -c 'import torch'",
     line(5.0, "Running command in /b:"),  # the C++ extension build, in a thread
-    "\t/p/python /b/torchstack_jit_check.py",
+    "\t/p/python /b/torchstack_jit_check.py (via thread with ID 4243)",
     line(6.0, "Command completed successfully"),  # the byte-compile ends meanwhile
     line(6.6, "Shell command completed successfully"),
     line(7.0, "torchstack: byte-compile took 2.800 s, waited for 0.000 s"),
@@ -61,10 +62,10 @@ def test_background_commands_do_not_steal_foreground_ends(bench: ModuleType) -> 
     seconds = {c.text.split()[-1]: round(c.seconds, 3) for c in parsed.commands}
     assert seconds == {
         "/w/torch.whl": 3.0,
-        "/i/lib/python3.11/site-packages": 2.8,  # closed by the first plain end after it
+        "4242)": 2.8,  # the byte-compile, closed by the first plain end after it
         "PyTorch/2.13.0-whl": 0.1,
         "torch'": 3.0,
-        "/b/torchstack_jit_check.py": 6.0,  # FAILED ends count too
+        "4243)": 6.0,  # the C++ build; FAILED ends count too
     }
     assert [name for name, _ in parsed.steps] == ["extensions", "sanitycheck", "cleanup"]
     assert parsed.timings == {"compile": 2.8, "compile.wait": 0.0,
@@ -94,10 +95,11 @@ THREADED_IMPORT_LOG = "\n".join([
     "\t/u/uv pip install --python /p/python --prefix /i /w/torch.whl",
     line(3.1, "Command completed successfully"),
     line(3.2, "Running command in /b:"),
-    "\t/p/python /t/torchstack/install/bytecode.py -j 2 /i/lib/python3.11/site-packages",
+    "\t/p/python /t/torchstack/install/bytecode.py -j 2 /i/lib/python3.11/site-packages"
+    " (via thread with ID 4242)",
     line(3.3, "Starting sanitycheck step"),
     line(3.4, "Running command in /tmp/torchstack-import-check-x:"),
-    "\t/p/python -c import torch, functorch, torchgen",
+    "\t/p/python -c import torch, functorch, torchgen (via thread with ID 4244)",
     line(3.5, "Running command in /b:"),
     "\t/usr/share/lmod/lmod/libexec/lmod python load PyTorch/2.13.0-whl",
     line(3.6, "Command completed successfully"),  # the Lmod call's, not the import's
@@ -119,7 +121,7 @@ def test_threaded_import_check_is_a_background_command(bench: ModuleType, tmp_pa
     parsed = bench._parse_log(THREADED_IMPORT_LOG)
     seconds = {c.text.split()[-1]: round(c.seconds, 3) for c in parsed.commands}
     assert seconds == {"/w/torch.whl": 3.0, "PyTorch/2.13.0-whl": 0.1, "check": 0.5,
-                       "/i/lib/python3.11/site-packages": 2.8, "torchgen": 3.1, "list": 0.65}
+                       "4242)": 2.8, "4244)": 3.1, "list": 0.65}
     log = tmp_path / "eb.log"
     log.write_text(THREADED_IMPORT_LOG)
     stdout = f"Results of the build can be found in the log file(s) {log}\n"
