@@ -29,6 +29,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from easybuild.tools.build_log import EasyBuildError
@@ -148,8 +149,8 @@ def finish_library_check(block: EasyBlock, check: LibraryCheck) -> None:
 
 
 def finish_all(finishers: list[Callable[[], None]]) -> None:
-    """Call every finisher, so that no thread is left running
-    unreported; then raise the first EasyBuildError, with the messages of the others."""
+    """Call every finisher, so that no check is left running in its thread unreported; then
+    raise the EasyBuildError of the one that failed, or one with the messages of all."""
     errors = []
     for finish in finishers:
         try:
@@ -207,7 +208,13 @@ def finish_bytecode_compile(block: EasyBlock, command: Future[tuple[Any, float]]
                              "%s):\n%s", result.exit_code, result.output[-3000:])
 
 
-ImportCheck = tuple[Future[tuple[Any, float]], str, str]  # the command, its folder, its text
+@dataclass(frozen=True)
+class ImportCheck:
+    """A running `start_import_check`: the command's future, its folder, its text."""
+
+    running: Future[tuple[Any, float]]
+    work_dir: str
+    text: str
 
 
 def start_import_check(block: EasyBlock, names: list[str]) -> ImportCheck:
@@ -216,22 +223,21 @@ def start_import_check(block: EasyBlock, names: list[str]) -> ImportCheck:
     thread beside the rest of the sanity check; `finish_import_check` reports it."""
     work_dir = tempfile.mkdtemp(prefix="torchstack-import-check-")
     command = [block.python_cmd, "-c", "import " + ", ".join(names)]
-    return (start_command(block, command, env=dict(os.environ), work_dir=work_dir), work_dir,
-            shlex.join(command))
+    return ImportCheck(start_command(block, command, env=dict(os.environ), work_dir=work_dir),
+                       work_dir, shlex.join(command))
 
 
 def finish_import_check(block: EasyBlock, check: ImportCheck) -> None:
     """Wait for `start_import_check`; raise with its output if the import failed."""
-    command, work_dir, text = check
     try:
-        result = _waited(block, "import check", command)
+        result = _waited(block, "import check", check.running)
     finally:
-        shutil.rmtree(work_dir, ignore_errors=True)
+        shutil.rmtree(check.work_dir, ignore_errors=True)
     if result.exit_code != 0:
         raise EasyBuildError("torchstack: sanity check command %s failed with exit code %s "
-                             "(output: %s)", text, result.exit_code, result.output)
-    block.log.info("torchstack: sanity check command %s ran successfully (output: %s)", text,
-                   result.output)
+                             "(output: %s)", check.text, result.exit_code, result.output)
+    block.log.info("torchstack: sanity check command %s ran successfully (output: %s)",
+                   check.text, result.output)
 
 
 def start_extension_check(block: EasyBlock) -> Future[tuple[Any, float]]:
