@@ -685,10 +685,18 @@ def _messages(text: str) -> list[str]:
 
 def _ended(running: list[_Open], stamp: datetime, took: dict[str, timedelta]) -> _Open:
     """Which of the running plain commands an end line at `stamp` closes."""
-    due = [c for c in running if (row := _background_row(c)) in took
-           and abs(c.start + took[row] - stamp) <= END_SLACK]
+
+    def off(command: _Open) -> timedelta | None:
+        """How far `stamp` lies from where the command's timing line puts its end."""
+        row = _background_row(command)
+        if row is None or row not in took:
+            return None
+        return abs(command.start + took[row] - stamp)
+
+    due = [(distance, c) for c in running
+           if (distance := off(c)) is not None and distance <= END_SLACK]
     if due:
-        return min(due, key=lambda c: abs(c.start + took[_background_row(c) or ""] - stamp))
+        return min(due, key=lambda pair: pair[0])[1]
     foreground = [c for c in running if not _is_background(c)]
     return foreground[-1] if foreground else running[0]
 
