@@ -69,6 +69,8 @@ class TestTorchModule:
         waited = log.index("torchstack: byte-compile took")
         assert log.index("Starting permissions step") < waited < log.index("Starting package step")
         assert "--compile-bytecode" not in log
+        # torchstack.install.bytecode on EasyBuild's parallel cores, not compileall on all
+        assert re.search(r"/torchstack/install/bytecode\.py -j [1-9]\d* \S+/site-packages", log)
 
     def test_import_checked_beside_the_other_checks(self, eb_env: EasyBuildEnv,
                                                    pytorch_cpu_module: str) -> None:
