@@ -85,7 +85,7 @@ class PyTorchWheels(PythonBundle):
             # its sanity check runs five Python and shell probes, 5 s for a CUDA stack's 20 wheels.
             ext.python_cmd, ext.pylibdir, ext.all_pylibdirs = self.python_cmd, self.pylibdir, self.all_pylibdirs
         cuda_plan = self._cuda_modules_plan([ext.src for ext in wheels])
-        cmd = install_command(self.python_cmd, self.installdir, [ext.src for ext in wheels], compile_bytecode=False)
+        cmd = install_command(self.python_cmd, self.installdir, [ext.src for ext in wheels])
         self.log.info("Installing %d wheels with one command", len(wheels))
         try:
             run_shell_cmd(' '.join(cmd))

@@ -95,8 +95,8 @@ def test_one_job_compiles_the_same(tree: Path) -> None:
 def test_checked_hashes_under_source_date_epoch(tree: Path) -> None:
     env = dict(os.environ, SOURCE_DATE_EPOCH="1700000000")
     compare(tree, env=env)
-    flags = int.from_bytes((tree / "top.py").parent.joinpath(
-        "__pycache__", f"top.{TAG}.pyc").read_bytes()[4:8], "little")
+    flags = int.from_bytes((tree / "__pycache__" / f"top.{TAG}.pyc").read_bytes()[4:8],
+                           "little")
     assert flags == 0b11  # hash-based, checked
 
 

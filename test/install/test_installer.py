@@ -85,10 +85,8 @@ class TestInstallCommand:
             "--offline",
             # no user or site uv.toml changes the install
             "--no-config",
-            # byte-compiled in parallel, so that users' imports do not write into the prefix
-            "--compile-bytecode",
         ],
-        ids=["no-deps", "offline", "no-config", "compile-bytecode"],
+        ids=["no-deps", "offline", "no-config"],
     )
     def test_flag(self, flag: str) -> None:
         command = install_command("/usr/bin/python3", "/p", ["/w/a-1.0-py3-none-any.whl"])
@@ -129,11 +127,11 @@ class TestInstallCommand:
             "/abs/c.whl",
         ]
 
-    def test_without_compile_bytecode(self) -> None:
-        # the easyblock byte-compiles afterwards, beside its checks (compile_command)
-        command = install_command("python3", "/p", ["/w/a.whl"], compile_bytecode=False)
+    def test_leaves_byte_compiling_to_compile_command(self) -> None:
+        # the easyblock byte-compiles afterwards, beside its checks
+        command = install_command("python3", "/p", ["/w/a.whl"])
         assert "--compile-bytecode" not in command
-        assert command[-1] == "/w/a.whl"
+        assert compile_command("python3", "/p/lib/site-packages", 3)[2:4] == ["-j", "3"]
 
     def test_no_wheels_raises(self) -> None:
         with pytest.raises(InstallerError, match=r"^no wheels to install$") as caught:
@@ -151,7 +149,8 @@ class Installed:
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
-    """tinypkg installed by the real uv with sys.executable; the cache removed afterwards."""
+    """tinypkg installed by the real uv with sys.executable, then byte-compiled; the cache
+    removed afterwards, as the easyblock does."""
     root = tmp_path_factory.mktemp("installer")
     files = {"tinypkg/__init__.py": b"VALUE = 42\n", "tinypkg/util.py": b"ONE = 1\n"}
     wheel = build_wheel(root, "tinypkg", "1.0", files)
@@ -167,7 +166,10 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     inode = module.stat().st_ino
     in_cache = any(p.stat().st_ino == inode for p in cache.rglob("__init__.py"))
     links_before = module.stat().st_nlink
-    start_removal(str(prefix)).join()  # as the easyblock does after the install
+    start_removal(str(prefix)).join()
+    compiled = subprocess.run(compile_command(sys.executable, str(site)), capture_output=True,
+                              text=True)
+    assert compiled.returncode == 0, compiled.stdout + compiled.stderr
     return Installed(prefix, site, links_before, in_cache)
 
 
@@ -211,7 +213,7 @@ class TestRealInstall:
 
 
 class TestCompileAfterwards:
-    """install_command without byte-compiling, then compile_command, as PyTorchWheels runs them."""
+    """install_command, then compile_command, as PyTorchWheels runs them."""
 
     @pytest.fixture()
     def site_packages(self, tmp_path: Path) -> Path:
@@ -220,7 +222,7 @@ class TestCompileAfterwards:
         wheel = build_wheel(tmp_path, "latepkg", "1.0", files)
         prefix = tmp_path / "prefix"
         result = subprocess.run(
-            install_command(sys.executable, str(prefix), [str(wheel)], compile_bytecode=False),
+            install_command(sys.executable, str(prefix), [str(wheel)]),
             capture_output=True, text=True, cwd=tmp_path)
         assert result.returncode == 0, result.stderr
         return prefix / "lib" / PYTHON_DIR / "site-packages"

@@ -8,9 +8,9 @@ uv unpacks into its cache and then links or copies into the prefix. A cache on t
 own file system lets it hard-link, so 700 MB of torch is written once, not twice; the cache
 is removed after the install and the hard links keep the files. Unlinking its 12,000 entries
 takes seconds, so the cache is renamed out of the prefix at once and deleted by a thread
-while the installation is checked (`start_removal`). For the same reason the easyblock
-byte-compiles after uv's install, beside the post-processing and the sanity check, instead
-of inside it (`compile_command`).
+while the installation is checked (`start_removal`). uv does not byte-compile either: the
+easyblock does that afterwards (`compile_command`), beside the post-processing, the sanity
+check and the module step, instead of making them wait.
 """
 
 from __future__ import annotations
@@ -82,10 +82,9 @@ def _remove_tree(path: str) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def install_command(python: str, prefix: str, wheels: Sequence[str],
-                    compile_bytecode: bool = True) -> list[str]:
-    """Install `wheels` for `python` under `prefix`, without dependencies or network; without
-    `compile_bytecode` the caller byte-compiles afterwards (`compile_command`)."""
+def install_command(python: str, prefix: str, wheels: Sequence[str]) -> list[str]:
+    """Install `wheels` for `python` under `prefix`, without dependencies or network and
+    without byte-compiling: the caller runs `compile_command` afterwards."""
     if not wheels:
         raise InstallerError("no wheels to install")
     return [
@@ -95,7 +94,6 @@ def install_command(python: str, prefix: str, wheels: Sequence[str],
         "--no-deps", "--offline", "--no-config",
         "--cache-dir", cache_dir(prefix),
         "--link-mode", "hardlink",
-        *(["--compile-bytecode"] if compile_bytecode else []),
         *(os.path.abspath(w) for w in wheels),
     ]
 
