@@ -21,7 +21,7 @@ from easybuild.tools.run import run_shell_cmd
 
 from torchstack import TorchstackError, cudalibs, wheeltags
 from torchstack.distributions import importable_top_level
-from torchstack.install import libraries, runpath, steps
+from torchstack.install import libraries, pthsearch, runpath, steps
 from torchstack.install.wheels import install_command, start_removal
 
 CUDA_LIBS_CHOICES = ('wheels', 'modules')
@@ -66,6 +66,7 @@ class PyTorchWheels(PythonBundle):
         self._cache_removal = None
         self._bytecode_compile = None
         self._import_check = None
+        self._pth_searches = None
 
     def install_all_extensions(self, install=True):
         """Install every wheel at once with the fast installer; anything else as PythonBundle does."""
@@ -155,6 +156,8 @@ class PyTorchWheels(PythonBundle):
         EasyBuild's checks); torch is what was declared; one import of all the wheels install
         (beside EasyBuild's checks once the module is loaded); with a compiler in the
         toolchain, a C++ extension builds against torch (also beside EasyBuild's checks)."""
+        # The files are in place: from here PythonBundle searches them for .pth files once.
+        self._pth_searches = {}
         library_check = self._start_library_check()
         extension_check = None
         if self._has_cxx_compiler() and self.fingerprint is not None:
@@ -223,5 +226,11 @@ class PyTorchWheels(PythonBundle):
         return steps.consumer_module_dep(self, super().make_module_dep(*args, **kwargs), self.fingerprint)
 
     def make_module_extra(self, *args, **kwargs):
-        """The provider half of the swap guards, in every module that installs torch itself."""
-        return super().make_module_extra(*args, **kwargs) + steps.provider_module_extra(self, self.fingerprint)
+        """The provider half of the swap guards, in every module that installs torch itself;
+        from the sanity check on, PythonBundle's search for .pth files is done once."""
+        if self._pth_searches is None:
+            txt = super().make_module_extra(*args, **kwargs)
+        else:
+            with pthsearch.searched_once(self._pth_searches):
+                txt = super().make_module_extra(*args, **kwargs)
+        return txt + steps.provider_module_extra(self, self.fingerprint)

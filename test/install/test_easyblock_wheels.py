@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from conftest import consumer_module
 from ebenv import EasyBuildEnv, wheel_easyconfig
 from wheelbuild import build_wheel, sha256
 
@@ -86,6 +87,17 @@ class TestTorchModule:
         assert started is not None and "torchstack-import-check-" in started.group(1)
         assert log.index("Starting sanitycheck step") < started.start()
 
+    def test_pth_search_done_once(self, eb_env: EasyBuildEnv, pytorch_cpu_module: str) -> None:
+        # PythonBundle walks the installation for .pth files for each module it writes (two
+        # fake modules, the module twice); from the sanity check on it is walked once
+        installdir = _installdir(eb_env, "PyTorch", "2.13.0-whl")
+        log = next((installdir / "easybuild").glob("easybuild-PyTorch-*.log")).read_text()
+        assert log.count(f"No index found for {installdir}, creating one...") == 1
+        assert "Found path configuration file" not in log
+        module = (eb_env.installpath / "modules" / "all" / "PyTorch" / "2.13.0-whl.lua").read_text()
+        assert 'prepend_path("PYTHONPATH", pathJoin(root, "lib", "python3.11", "site-packages"))' in module
+        assert "EBPYTHONPREFIXES" not in module
+
     def test_installed_metadata_is_pip_compatible(
         self, eb_env: EasyBuildEnv, pytorch_cpu_module: str
     ) -> None:
@@ -116,6 +128,20 @@ class TestConsumers:
         # No pin in its metadata: the release is the PyTorch module it was installed on.
         assert recorded["link"] == "cxx"
         assert recorded["abi_tag"] == "torch-2.13.0-cxx11-cpu"
+
+    def test_consumer_with_pth_file(self, eb_env: EasyBuildEnv, pytorch_cpu_module: str,
+                                    tmp_path: Path) -> None:
+        # a .pth file in the installation makes PythonBundle's module use $EBPYTHONPREFIXES:
+        # the search done once still finds it, for the fake modules and the module alike
+        wheel = build_wheel(tmp_path, "torchpth", "1.0", {"torchpth/__init__.py": b"",
+                                                          "torchpth-paths.pth": b"import os\n"})
+        module = consumer_module(eb_env, wheel, "torchpth", "1.0")
+        installdir = _installdir(eb_env, "torchpth", "1.0-whl")
+        log = next((installdir / "easybuild").glob("easybuild-torchpth-*.log")).read_text()
+        assert log.count(f"No index found for {installdir}, creating one...") == 1
+        assert log.count("Found path configuration file in installation directory") >= 3
+        text = (eb_env.installpath / "modules" / "all" / f"{module}.lua").read_text()
+        assert 'prepend_path("EBPYTHONPREFIXES", root)' in text  # only PythonBundle's search adds it
 
     def test_cuda_consumer_refused_on_cpu_torch(
         self, eb_env: EasyBuildEnv, pytorch_cpu_module: str, real_wheel: Factory

@@ -1,0 +1,41 @@
+"""PythonBundle's search of an installation for .pth files, done once.
+
+Each time PythonBundle writes a module (the sanity check's two fake modules, the module itself
+twice), its make_module_extra walks the whole installation with EasyBuild's
+filetools.search_file to choose between $PYTHONPATH and $EBPYTHONPREFIXES: 0.2 s each over the
+29,000 files of torch's CPU wheel, two of them while the module step runs alone. Once the wheels
+are installed the answer cannot change: the byte-compile running meanwhile adds only .pyc
+files, and search_file matches file names, where a .pyc holds '.pth' exactly when its source
+does (`<name>.py` becomes `__pycache__/<name>.<tag>.pyc`). `searched_once` hands PythonBundle
+the first answer again for the same search.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from easybuild.easyblocks.generic import pythonbundle
+
+Searches = dict[tuple[Any, ...], tuple[list[Any], list[str]]]
+
+
+@contextlib.contextmanager
+def searched_once(searches: Searches) -> Iterator[None]:
+    """Within the block, PythonBundle's search_file answers a search it was asked before from
+    `searches` (filled on the first call); any other search goes to EasyBuild's as before."""
+    search_file = pythonbundle.search_file
+
+    def search_file_once(paths: list[str], query: str, *args: Any, **kwargs: Any) -> tuple[list[Any], list[str]]:
+        key = (tuple(paths), query, args, tuple(sorted(kwargs.items())))
+        if key not in searches:
+            searches[key] = search_file(paths, query, *args, **kwargs)
+        var_defs, hits = searches[key]
+        return list(var_defs), list(hits)
+
+    pythonbundle.search_file = search_file_once
+    try:
+        yield
+    finally:
+        pythonbundle.search_file = search_file
