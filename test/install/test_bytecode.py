@@ -129,3 +129,70 @@ def test_real_torch_sources(real_tree: object, tmp_path: Path) -> None:
     assert len(pycs(folder)) > 2000
     assert ours.returncode == theirs.returncode
     assert ours.stdout.replace(str(folder), "") == theirs.stdout.replace(str(folder), "")
+
+
+def write_tree(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def test_import_order_follows_module_level_imports(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "site-packages", {
+        "pkg/__init__.py": ("import os\n"
+                            "from . import core\n"
+                            "from .io import (read,  # the reader\n"
+                            "    write as put)\n"
+                            "from pkg.extra.deep import thing\n"
+                            "def later():\n"
+                            "    from . import lazy  # runs only when called\n"),
+        "pkg/core.py": "from .util import helper\n",
+        "pkg/util.py": "",
+        "pkg/io/__init__.py": "from ..util import helper\n",
+        "pkg/io/read.py": "",
+        "pkg/io/write.py": "",
+        "pkg/io/other.py": "",
+        "pkg/extra/__init__.py": "",
+        "pkg/extra/deep.py": "import pkg.util as u, top\n",
+        "pkg/lazy.py": "",
+        "pkg/tests/test_x.py": "import pkg\n",
+        "top.py": "",
+        "unused/__init__.py": "",
+        "unused/mod.py": "",
+    })
+    files = sorted(bytecode.sources(str(root)))
+    order = [str(Path(p).relative_to(root)) for p in bytecode.import_order(str(root), files)]
+    # each module before the ones it imports, those in statement order; each once
+    assert order == ["pkg/__init__.py", "pkg/core.py", "pkg/util.py", "pkg/io/__init__.py",
+                     "pkg/io/read.py", "pkg/io/write.py", "pkg/extra/__init__.py",
+                     "pkg/extra/deep.py", "top.py", "unused/__init__.py"]
+
+
+def test_imported_modules_are_compiled_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = write_tree(tmp_path / "site-packages", {
+        "a_first.py": "", "pkg/__init__.py": "from . import z_mod\n", "pkg/z_mod.py": "",
+        "pkg/b_unused.py": "",
+    })
+    compiled: list[str] = []
+    monkeypatch.setattr(bytecode, "compile_files", lambda paths: compiled.extend(paths) or [])
+    assert bytecode.compile_folder(str(root), 1) == []
+    assert [str(Path(p).relative_to(root)) for p in compiled] == [
+        "a_first.py", "pkg/__init__.py", "pkg/z_mod.py", "pkg/b_unused.py"]
+
+
+def test_import_order_of_real_torch(real_tree: object) -> None:
+    """On the torch 2.13.0 wheel the walk finds files that `import torch` loads, and most of them."""
+    site = Path(real_tree("torch-2.13.0"))  # type: ignore[operator]
+    order = bytecode.import_order(str(site), sorted(bytecode.sources(str(site))))
+    env = dict(os.environ, PYTHONPATH=str(site), PYTHONDONTWRITEBYTECODE="1")
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys, torch\nfor m in list(sys.modules.values()):\n"
+         "    f = getattr(m, '__file__', None)\n    print(f) if f and f.endswith('.py') else None"],
+        capture_output=True, text=True, env=env, cwd=site.parent, check=True).stdout.split()
+    loaded_here = [path for path in loaded if path.startswith(str(site))]
+    found = [path for path in order if path.startswith(str(site / "torch"))]
+    assert len(set(found) - set(loaded_here)) <= len(found) // 100  # nearly all are loaded
+    assert len(set(found) & set(loaded_here)) > len(loaded_here) // 2  # and most of those
+    assert found[0] == str(site / "torch" / "__init__.py")
