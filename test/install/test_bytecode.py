@@ -170,7 +170,8 @@ def test_import_order_follows_module_level_imports(tmp_path: Path) -> None:
                      "pkg/extra/deep.py", "top.py", "unused/__init__.py"]
 
 
-def test_imported_modules_are_compiled_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_imported_modules_are_compiled_first(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
     root = write_tree(tmp_path / "site-packages", {
         "a_first.py": "", "pkg/__init__.py": "from . import z_mod\n", "pkg/z_mod.py": "",
         "pkg/b_unused.py": "",
@@ -183,7 +184,7 @@ def test_imported_modules_are_compiled_first(tmp_path: Path, monkeypatch: pytest
 
 
 def test_import_order_of_real_torch(real_tree: object) -> None:
-    """On the torch 2.13.0 wheel the walk finds files that `import torch` loads, and most of them."""
+    """On the torch 2.13.0 wheel the walk finds files that `import torch` loads, most of them."""
     site = Path(real_tree("torch-2.13.0"))  # type: ignore[operator]
     order = bytecode.import_order(str(site), sorted(bytecode.sources(str(site))))
     env = dict(os.environ, PYTHONPATH=str(site), PYTHONDONTWRITEBYTECODE="1")

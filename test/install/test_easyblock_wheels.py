@@ -95,7 +95,8 @@ class TestTorchModule:
         assert log.count(f"No index found for {installdir}, creating one...") == 1
         assert "Found path configuration file" not in log
         module = (eb_env.installpath / "modules" / "all" / "PyTorch" / "2.13.0-whl.lua").read_text()
-        assert 'prepend_path("PYTHONPATH", pathJoin(root, "lib", "python3.11", "site-packages"))' in module
+        site = 'pathJoin(root, "lib", "python3.11", "site-packages")'
+        assert f'prepend_path("PYTHONPATH", {site})' in module
         assert "EBPYTHONPREFIXES" not in module
 
     def test_installed_metadata_is_pip_compatible(
@@ -141,7 +142,8 @@ class TestConsumers:
         assert log.count(f"No index found for {installdir}, creating one...") == 1
         assert log.count("Found path configuration file in installation directory") >= 3
         text = (eb_env.installpath / "modules" / "all" / f"{module}.lua").read_text()
-        assert 'prepend_path("EBPYTHONPREFIXES", root)' in text  # only PythonBundle's search adds it
+        # only PythonBundle's search adds it
+        assert 'prepend_path("EBPYTHONPREFIXES", root)' in text
 
     def test_cuda_consumer_refused_on_cpu_torch(
         self, eb_env: EasyBuildEnv, pytorch_cpu_module: str, real_wheel: Factory

@@ -15,7 +15,7 @@ from torchstack.install.pthsearch import searched_once
 
 
 def _counting(calls: list[tuple[Any, ...]]) -> Any:
-    def fake(paths: list[str], query: str, *args: Any, **kwargs: Any) -> tuple[list[Any], list[str]]:
+    def fake(paths: list[str], query: str, *args: Any, **kwargs: Any) -> tuple[list[Any], Any]:
         calls.append((tuple(paths), query, kwargs))
         return [], [f"{paths[0]}/hit-{len(calls)}.pth"]
     return fake
@@ -54,7 +54,8 @@ def test_restored_after_the_block_even_on_error(monkeypatch: pytest.MonkeyPatch)
     assert pythonbundle.search_file is fake
 
 
-def test_byte_compiling_cannot_change_the_answer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_byte_compiling_cannot_change_the_answer(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     # EasyBuild's search matches file names; a .pyc's name holds '.pth' exactly when its
     # source's does, so files the byte-compile adds after the first search change nothing
     monkeypatch.setattr(filetools, "build_option", lambda name: False)  # no eb configuration here
@@ -69,7 +70,8 @@ def test_byte_compiling_cannot_change_the_answer(tmp_path: Path, monkeypatch: py
     after = search_file([str(tmp_path)], r".*\.pth", silent=True)
     tag = sys.implementation.cache_tag
     assert sorted(Path(p).name for p in before[1]) == ["extra.pth", "x.pth_tools.py"]
-    assert sorted(Path(p).name for p in after[1]) == ["extra.pth", f"x.pth_tools.{tag}.pyc", "x.pth_tools.py"]
+    assert sorted(Path(p).name for p in after[1]) == [
+        "extra.pth", f"x.pth_tools.{tag}.pyc", "x.pth_tools.py"]
     # PythonBundle asks only whether there is any: without one, none appears either
     for path in (site / "extra.pth", site / "pkg" / "x.pth_tools.py"):
         path.unlink()
@@ -77,4 +79,5 @@ def test_byte_compiling_cannot_change_the_answer(tmp_path: Path, monkeypatch: py
         pyc.unlink()
     assert search_file([str(tmp_path)], r".*\.pth", silent=True) == ([], [])
     assert compileall.compile_dir(str(site), quiet=1)
-    assert list(site.rglob("*.pyc")) and search_file([str(tmp_path)], r".*\.pth", silent=True) == ([], [])
+    assert list(site.rglob("*.pyc"))
+    assert search_file([str(tmp_path)], r".*\.pth", silent=True) == ([], [])

@@ -18,7 +18,8 @@ from typing import Any
 
 from easybuild.easyblocks.generic import pythonbundle
 
-Searches = dict[tuple[Any, ...], tuple[list[Any], list[str]]]
+Answer = tuple[list[Any], list[str]]  # search_file's (var_defs, hits)
+Searches = dict[tuple[Any, ...], Answer]
 
 
 @contextlib.contextmanager
@@ -27,7 +28,7 @@ def searched_once(searches: Searches) -> Iterator[None]:
     `searches` (filled on the first call); any other search goes to EasyBuild's as before."""
     search_file = pythonbundle.search_file
 
-    def search_file_once(paths: list[str], query: str, *args: Any, **kwargs: Any) -> tuple[list[Any], list[str]]:
+    def search_file_once(paths: list[str], query: str, *args: Any, **kwargs: Any) -> Answer:
         key = (tuple(paths), query, args, tuple(sorted(kwargs.items())))
         if key not in searches:
             searches[key] = search_file(paths, query, *args, **kwargs)
