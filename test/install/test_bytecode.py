@@ -197,3 +197,14 @@ def test_import_order_of_real_torch(real_tree: object) -> None:
     assert len(set(found) - set(loaded_here)) <= len(found) // 100  # nearly all are loaded
     assert len(set(found) & set(loaded_here)) > len(loaded_here) // 2  # and most of those
     assert found[0] == str(site / "torch" / "__init__.py")
+
+
+def test_unreadable_modules_are_left_to_compileall(tmp_path: Path) -> None:
+    # a module the walk cannot read (here a dangling link) is compileall's to report, as before
+    root = write_tree(tmp_path / "site-packages", {"pkg/__init__.py": "from . import gone\n"})
+    (root / "pkg" / "gone.py").symlink_to(tmp_path / "nowhere.py")
+    (root / "top.py").symlink_to(tmp_path / "nowhere.py")
+    files = sorted(bytecode.sources(str(root)))
+    assert len(bytecode.import_order(str(root), files)) == 3
+    theirs, ours = compare(root)
+    assert ours.returncode == theirs.returncode

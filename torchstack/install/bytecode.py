@@ -71,8 +71,11 @@ def imports(path: str, name: str) -> Iterator[str]:
     """The modules that the module-level import statements of module `name` may load, in
     statement order; `from p import x` may load the module p.x."""
     package = name if os.path.basename(path) == "__init__.py" else name.rpartition(".")[0]
-    with open(path, "rb") as source:
-        text = source.read()
+    try:
+        with open(path, "rb") as source:
+            text = source.read()
+    except OSError:  # compile_file reports it when its turn comes
+        return
     for match in IMPORT.finditer(text):
         base, parenthesised, listed, plain = match.groups()
         if plain is not None:

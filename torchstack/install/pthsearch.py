@@ -4,10 +4,11 @@ Each time PythonBundle writes a module (the sanity check's two fake modules, the
 twice), its make_module_extra walks the whole installation with EasyBuild's
 filetools.search_file to choose between $PYTHONPATH and $EBPYTHONPREFIXES: 0.2 s each over the
 29,000 files of torch's CPU wheel, two of them while the module step runs alone. Once the wheels
-are installed the answer cannot change: the byte-compile running meanwhile adds only .pyc
-files, and search_file matches file names, where a .pyc holds '.pth' exactly when its source
-does (`<name>.py` becomes `__pycache__/<name>.<tag>.pyc`). `searched_once` hands PythonBundle
-the first answer again for the same search.
+are installed, what PythonBundle asks (is there any .pth file?) cannot change: the byte-compile
+running meanwhile adds only .pyc files, and search_file matches file names, where the name of a
+.pyc holds '.pth' exactly when its source's does (`<name>.py` becomes
+`__pycache__/<name>.<tag>.pyc`). EasyBuild has no setting for this, so `searched_once`
+replaces the name search_file in PythonBundle's module for the duration of a block.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ Searches = dict[tuple[Any, ...], Answer]
 
 @contextlib.contextmanager
 def searched_once(searches: Searches) -> Iterator[None]:
-    """Within the block, PythonBundle's search_file answers a search it was asked before from
-    `searches` (filled on the first call); any other search goes to EasyBuild's as before."""
+    """Within the block, PythonBundle's search_file runs each distinct search once: the first
+    call asks EasyBuild's and records the answer in `searches`, later ones get a copy of it."""
     search_file = pythonbundle.search_file
 
     def search_file_once(paths: list[str], query: str, *args: Any, **kwargs: Any) -> Answer:
