@@ -45,9 +45,14 @@ def site_files_intact(out: Path, count: int = KEEP) -> bool:
 
 
 class TestCtrlC:
-    """SIGINT: one line `torchstack: interrupted`, exit 130, and no half-written output."""
+    """SIGINT: one line `torchstack: interrupted`, exit 130, and no half-written output;
+    SIGTERM (a batch job's end, `timeout`) the same with `torchstack: terminated` and 143."""
 
-    def test_while_writing(self, tmp_path: Path) -> None:
+    @pytest.mark.parametrize("signum, code, line", [
+        (signal.SIGINT, 130, "torchstack: interrupted\n"),
+        (signal.SIGTERM, 143, "torchstack: terminated\n"),
+    ])
+    def test_while_writing(self, tmp_path: Path, signum: int, code: int, line: str) -> None:
         out = filled(tmp_path / "out")
         run = subprocess.Popen([*GENERATE, *OFFLINE, "--out", str(out)], text=True,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -56,9 +61,9 @@ class TestCtrlC:
             assert run.poll() is None, "generate ended before it wrote"
             assert time.monotonic() < deadline
             time.sleep(0.005)
-        run.send_signal(signal.SIGINT)
+        run.send_signal(signum)
         stdout, stderr = run.communicate(timeout=60)
-        assert (run.returncode, stderr, stdout) == (130, "torchstack: interrupted\n", "")
+        assert (run.returncode, stderr, stdout) == (code, line, "")
         assert leftovers(tmp_path) == []  # staging folder and lock file removed
         assert {p.name for p in out.iterdir()} == {f"site-{i}.txt" for i in range(KEEP)}
         assert site_files_intact(out)

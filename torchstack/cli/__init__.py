@@ -8,11 +8,14 @@ path subcommands stay cheap, and each subcommand pays only for its own imports.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import select
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from types import ModuleType
 from typing import TextIO
 
@@ -23,6 +26,12 @@ PROG = "torchstack"
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as the shell reports an interrupted command
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE
+EXIT_TERMINATED = 143  # 128 + SIGTERM
+
+
+class _Terminated(BaseException):
+    """SIGTERM (a batch system ending a job, `timeout`, `kill`), raised where the command is,
+    so that what it was writing is cleaned up as for Ctrl-C."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -71,14 +80,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one subcommand; bad input is one line on stderr and exit code 2.
 
     Ctrl-C is one line, `torchstack: interrupted`, and exit 130 (what an interrupted file
-    write leaves is cleaned up where it happens). A reader that closed stdout (`| head -1`)
-    ends the command quietly with exit 141, what the shell reports for a command killed by
-    SIGPIPE: the rest of the output goes to /dev/null, and what was already written to files
-    stays.
+    write leaves is cleaned up where it happens); SIGTERM likewise, `torchstack: terminated`
+    and exit 143, where Python would otherwise end without cleaning up. A reader that closed
+    stdout (`| head -1`) ends the command quietly with exit 141, what the shell reports for a
+    command killed by SIGPIPE: the rest of the output goes to /dev/null, and what was already
+    written to files stays.
     """
     try:
         try:
-            code = _main(argv)
+            with _terminate_raises():
+                code = _main(argv)
         except SystemExit:  # --help and usage errors: their output is flushed here too
             sys.stdout.flush()
             raise
@@ -87,9 +98,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write(f"{PROG}: interrupted\n")
         return EXIT_INTERRUPTED
+    except _Terminated:
+        sys.stderr.write(f"{PROG}: terminated\n")
+        return EXIT_TERMINATED
     except BrokenPipeError:
         _discard_closed_output()
         return EXIT_BROKEN_PIPE
+
+
+@contextlib.contextmanager
+def _terminate_raises() -> Iterator[None]:
+    """SIGTERM raises _Terminated within the block. Only the main thread can set a signal
+    handler: called from another thread, SIGTERM is left as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminated(signum: int, frame: object) -> None:
+        raise _Terminated()
+
+    previous = signal.signal(signal.SIGTERM, terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _main(argv: Sequence[str] | None) -> int:
