@@ -123,6 +123,20 @@ class TestSiteProjects:
         err = capsys.readouterr().err
         assert err == "torchstack: error: --with: 'torch' is torch itself\n"
 
+    def test_offline_project_the_catalog_did_not_record(
+            self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        # the catalog holds torch and what torch needs: a site project it never recorded is
+        # reported as such, not as a project without wheels; the rest of the set is written
+        out = tmp_path / "out"
+        main(["generate", "2.9.1", "--offline", "--toolchain", "foss/2025a", "--with",
+              "xformers", "--out", str(out)])
+        stdout = capsys.readouterr().out
+        assert re.search(r"foss/2025a cu128: xformers: not built for x86_64: the catalog "
+                         r"recorded no answer for xformers \(recorded \d{4}-\d\d-\d\d\); "
+                         r"generate online to include it", stdout), stdout
+        assert "admits has a wheel" not in stdout
+        assert not list(out.glob("xformers-*")) and list(out.glob("PyTorch-2.9.1-*.eb"))
+
     def test_easybuild_accepts_the_set(self, generated: tuple[int, str, Path],
                                        eb_env: EasyBuildEnv) -> None:
         _, _, out = generated

@@ -25,6 +25,7 @@ from torchstack.generator._releasetypes import Resolved, Target
 from torchstack.generator.projects import About
 from torchstack.generator.release import Resolver
 from torchstack.index import consumers
+from torchstack.index.catalog import CatalogIndex
 from torchstack.index.protocol import Index, IndexFile
 
 log = logging.getLogger(__name__)
@@ -106,8 +107,21 @@ def _newest(resolver: Resolver, requirement: Requirement, torch: Resolved, targe
             return (index, version, wheels[target.arch], requires), ""
     if refused:
         return None, f"no release accepts torch {torch.version} ({'; '.join(refused[:2])})"
+    unrecorded = _unrecorded(resolver, canonicalize_name(requirement.name))
+    if unrecorded:
+        return None, unrecorded
     return None, (f"no release that {str(requirement)!r} admits has a wheel for Python "
                   f"{target.python_version} on {target.arch}")
+
+
+def _unrecorded(resolver: Resolver, project: str) -> str:
+    """Offline, where no catalog recorded the project (it holds torch and what torch needs):
+    say so, instead of reporting that the project has no wheel."""
+    catalogs = [index for index in resolver.indexes if isinstance(index, CatalogIndex)]
+    if not catalogs or any(project in catalog.projects for catalog in catalogs):
+        return ""
+    return (f"the catalog recorded no answer for {project} (recorded {catalogs[0].recorded}); "
+            f"generate online to include it")
 
 
 def _torch_spec(requires: tuple[str, ...], target: Target) -> SpecifierSet | None:
