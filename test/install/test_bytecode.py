@@ -146,6 +146,7 @@ def test_import_order_follows_module_level_imports(tmp_path: Path) -> None:
                             "from .io import (read,  # the reader\n"
                             "    write as put)\n"
                             "from pkg.extra.deep import thing\n"
+                            "from .star import *\n"
                             "def later():\n"
                             "    from . import lazy  # runs only when called\n"),
         "pkg/core.py": "from .util import helper\n",
@@ -157,6 +158,7 @@ def test_import_order_follows_module_level_imports(tmp_path: Path) -> None:
         "pkg/extra/__init__.py": "",
         "pkg/extra/deep.py": "import pkg.util as u, top\n",
         "pkg/lazy.py": "",
+        "pkg/star.py": "",
         "pkg/tests/test_x.py": "import pkg\n",
         "top.py": "",
         "unused/__init__.py": "",
@@ -167,7 +169,7 @@ def test_import_order_follows_module_level_imports(tmp_path: Path) -> None:
     # each module before the ones it imports, those in statement order; each once
     assert order == ["pkg/__init__.py", "pkg/core.py", "pkg/util.py", "pkg/io/__init__.py",
                      "pkg/io/read.py", "pkg/io/write.py", "pkg/extra/__init__.py",
-                     "pkg/extra/deep.py", "top.py", "unused/__init__.py"]
+                     "pkg/extra/deep.py", "top.py", "pkg/star.py", "unused/__init__.py"]
 
 
 def test_imported_modules_are_compiled_first(tmp_path: Path,
