@@ -22,8 +22,8 @@ from packaging.version import InvalidVersion, Version
 from torchstack.errors import TorchstackError
 from torchstack.generator.release import Resolved
 from torchstack.generator.toolchains import Dependency
-from torchstack.index._http import strip_userinfo
 from torchstack.index.protocol import IndexFile
+from torchstack.index.simple import strip_userinfo
 from torchstack.paths import templates_path
 
 _PEP503_NAME = re.compile(r"^([A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])$", re.IGNORECASE)
