@@ -81,3 +81,10 @@ def test_byte_compiling_cannot_change_the_answer(tmp_path: Path,
     assert compileall.compile_dir(str(site), quiet=1)
     assert list(site.rglob("*.pyc"))
     assert search_file([str(tmp_path)], r".*\.pth", silent=True) == ([], [])
+
+
+def test_an_easybuild_without_the_search(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delattr(pythonbundle, "search_file")
+    with searched_once({}):
+        assert not hasattr(pythonbundle, "search_file")
+    assert not hasattr(pythonbundle, "search_file")

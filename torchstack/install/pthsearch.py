@@ -27,7 +27,10 @@ Searches = dict[tuple[Any, ...], Answer]
 def searched_once(searches: Searches) -> Iterator[None]:
     """Within the block, PythonBundle's search_file runs each distinct search once: the first
     call asks EasyBuild's and records the answer in `searches`, later ones get a copy of it."""
-    search_file = pythonbundle.search_file
+    search_file = getattr(pythonbundle, "search_file", None)
+    if search_file is None:  # an EasyBuild whose PythonBundle searches otherwise
+        yield
+        return
 
     def search_file_once(paths: list[str], query: str, *args: Any, **kwargs: Any) -> Answer:
         key = (tuple(paths), query, args, tuple(sorted(kwargs.items())))
