@@ -8,8 +8,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -77,3 +79,53 @@ def timed_run(argv: Sequence[str], env: Mapping[str, str] | None = None,
                    proc.returncode, out.read().decode("utf-8", "replace"),
                    err.read().decode("utf-8", "replace"),
                    usage.ru_utime + usage.ru_stime)
+
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+SAMPLE_SECONDS = 0.05
+
+
+def busy_ticks() -> int:
+    """Processor time all cores of the machine have spent busy since boot, in clock ticks
+    (/proc/stat: everything but idle and iowait)."""
+    with open("/proc/stat") as stat:
+        ticks = [int(v) for v in stat.readline().split()[1:]]
+    idle, iowait = ticks[3], ticks[4]
+    return sum(ticks[:8]) - idle - iowait  # guest time is already counted in user
+
+
+@dataclass
+class CoreUse:
+    """Busy clock ticks of the whole machine, sampled while a command runs (`sampled`)."""
+
+    samples: list[tuple[float, int]]  # (time.time(), busy_ticks())
+
+    def busy_cores(self, start: float, end: float) -> float | None:
+        """How many cores were busy on average between two time.time() moments, by the
+        samples around them; None when they are too close to tell."""
+        before = [s for s in self.samples if s[0] <= start]
+        after = [s for s in self.samples if s[0] >= end]
+        if not before or not after or after[0][0] - before[-1][0] < 4 * SAMPLE_SECONDS:
+            return None
+        (t0, b0), (t1, b1) = before[-1], after[0]
+        return (b1 - b0) / CLOCK_TICKS / (t1 - t0)
+
+
+@contextmanager
+def sampled() -> Iterator[CoreUse]:
+    """Sample busy_ticks() in a thread for the duration of the block."""
+    use = CoreUse([(time.time(), busy_ticks())])
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(SAMPLE_SECONDS):
+            use.samples.append((time.time(), busy_ticks()))
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    try:
+        yield use
+    finally:
+        done.set()
+        thread.join()
+        use.samples.append((time.time(), busy_ticks()))

@@ -36,7 +36,10 @@ time of the whole process tree (wait4). Work of P processor seconds cannot take 
 P / cores seconds, however well it overlaps; the report sets that bound against upstream.
 Where the time goes is read from the timestamps of each run's EasyBuild log (steps, and the
 shell commands run inside them) and from torchstack's own timing lines in it (fingerprint,
-library resolution, byte-compile, import check, C++ extension build).
+library resolution, byte-compile, import check, C++ extension build). While each run lasts,
+a thread samples the busy processor time of the whole machine (/proc/stat) every 50 ms, so the
+report also says how many cores were busy in each part of the run and how many core seconds
+were left idle there: the only room that more overlap could use.
 
 With --toolchain gcccore the easyconfigs use a GCCcore toolchain of the system's gcc (a site
 module, test/ebenv.py), so PyTorchWheels builds its C++ extension at sanity check; with the
@@ -80,7 +83,15 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "test"))
 sys.path.insert(0, str(REPO / "bench"))
 
-from _common import RunStats, log, positive, timed_run  # noqa: E402
+from _common import (  # noqa: E402
+    SAMPLE_SECONDS,
+    CoreUse,
+    RunStats,
+    log,
+    positive,
+    sampled,
+    timed_run,
+)
 from conftest import cache_dir, cache_lock, download_wheel  # noqa: E402
 from cudastack import (  # noqa: E402
     IN_PYTHON_MODULE,
@@ -100,6 +111,7 @@ from ebenv import (  # noqa: E402
 from wheelbuild import sha256  # noqa: E402
 
 DEFAULT_ROUNDS = 3
+SAMPLE_MS = round(SAMPLE_SECONDS * 1000)
 TARGET_RATIO = 0.5  # ours / upstream for the CPU wheel, medians; reported, not enforced
 TAIL_CHARS = 4000
 # EasyBuild's SYSTEM, as the toolchain of a dependency
@@ -180,6 +192,15 @@ PARTS: tuple[tuple[str, str, str | None], ...] = (
     ("fingerprint (postproc)", "post.fingerprint", None),
     ("C++ extension build (sanity)", "sanity.cxx", "cxx"),
     ("pip --version/check/list (sanity)", "sanity.pip", None),
+)
+
+# Where a run leaves cores idle: (key, label, first step, step that ends it); None: the start or
+# the end of the eb process.
+CORE_PARTS: tuple[tuple[str, str, str | None, str | None], ...] = (
+    ("start", "start-up ... install steps (probes, checksum)", None, "extensions"),
+    ("unpack", "extensions step (the wheel install)", "extensions", "postiter"),
+    ("checks", "postiter ... sanity check steps", "postiter", "cleanup"),
+    ("end", "cleanup ... package steps, exit", "cleanup", None),
 )
 
 
@@ -701,8 +722,11 @@ def _ended(running: list[_Open], stamp: datetime, took: dict[str, timedelta]) ->
     return foreground[-1] if foreground else running[0]
 
 
-def breakdown(stdout: str, wall: float) -> tuple[dict[str, float], str]:
-    """Seconds per row of ROWS for one run (empty when the log cannot be read), installer."""
+def breakdown(stdout: str, wall: float, use: CoreUse | None = None,
+              started: float = 0.0) -> tuple[dict[str, float], str]:
+    """Seconds per row of ROWS for one run (empty when the log cannot be read), installer;
+    with `use`, sampled from the run that began at time.time() `started`, the cores busy in
+    each part of CORE_PARTS too."""
     found = LOG_PATH.search(stdout)
     try:
         if found is None:
@@ -752,10 +776,32 @@ def breakdown(stdout: str, wall: float) -> tuple[dict[str, float], str]:
     phases["fixed"] = wall - phases.get("sanity.import.wait", phases["sanity.import"]) - sum(
         phases.get(k, 0.0) for k in ("ext.install", "compile.wait", "sanity.cxx.wait",
                                      "sanity.pip", "post.fingerprint", "sanity.libraries.wait"))
+    if use is not None:
+        phases.update(core_use(steps, use, started, started + wall))
     installer = "?"
     if installs:
         installer = "uv" if UV_INSTALL_CMD.search(installs[0].text) else "pip"
     return phases, installer
+
+
+def core_use(steps: list[tuple[str, datetime]], use: CoreUse, started: float,
+             ended: float) -> dict[str, float]:
+    """For each part of CORE_PARTS: its seconds ("span.<part>") and the cores of the machine
+    busy in it on average ("cores.<part>"); a part too short to tell gets no cores entry."""
+    first: dict[str, float] = {}
+    for name, stamp in steps:
+        first.setdefault(name, stamp.timestamp())  # eb logs local time, as time.time() counts
+    figures: dict[str, float] = {}
+    for key, _, begin, end in CORE_PARTS:
+        start = started if begin is None else first.get(begin)
+        stop = ended if end is None else first.get(end)
+        if start is None or stop is None:
+            continue
+        figures[f"span.{key}"] = stop - start
+        busy = use.busy_cores(start, stop)
+        if busy is not None:
+            figures[f"cores.{key}"] = busy
+    return figures
 
 
 # -- measuring -----------------------------------------------------------------------------
@@ -776,11 +822,14 @@ def run_once(variant: Variant, root: Path, inputs: Inputs) -> Run:
         if variant.easyblock == "PythonBundle" and variant.wheel_set == "python":
             install_dummy_bundle(env, inputs)
         easyconfig = write_easyconfig(variant, env, inputs)
-        result = timed_run(eb_command(variant, env, easyconfig), env=env.environ(), cwd=env.root)
+        with sampled() as use:
+            started = time.time()
+            result = timed_run(eb_command(variant, env, easyconfig), env=env.environ(),
+                               cwd=env.root)
         if result.returncode != 0:
             raise BenchError(f"eb failed for {variant.label} (exit {result.returncode}), "
                              f"{easyconfig}:\n{tail(result)}")
-        phases, installer = breakdown(result.stdout, result.seconds)
+        phases, installer = breakdown(result.stdout, result.seconds, use, started)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return Run(result.seconds, result.max_rss_kb, phases, installer, result.cpu_seconds)
@@ -923,6 +972,7 @@ def table(series: list[Series], data: dict[str, Any]) -> str:
         lines += ["", f"wheels: {name} ({WHEEL_SETS[name]})",
                   *floor_table(members, floor["median_s"]),
                   "", *processor_lines(members, floor["median_s"], by_key, data["cpus"])]
+    lines += ["", *core_lines(series, data["cpus"] or 1)]
     start, end = data["loadavg_start"], data["loadavg_end"]
     lines += [
         "",
@@ -960,6 +1010,32 @@ def processor_lines(series: list[Series], floor: dict[str, float], by_key: dict[
         lines.append(f"{label:<{width}}  {processor:>7.1f}  {wall:>7.1f}  "
                      f"{processor / wall:>10.2f}  {bound:>9.1f}  {ratio}")
     return lines
+
+
+def core_lines(series: list[Series], cores: int) -> list[str]:
+    """Busy cores of the whole machine (/proc/stat) in each part of a run, and the core
+    seconds left idle there: work that could overlap can only use those."""
+    width = max(len(label) for _, label, _, _ in CORE_PARTS)
+    lines = [f"cores busy on the whole machine (/proc/stat, every {SAMPLE_MS} ms), medians; idle: "
+             f"core seconds left unused ({cores} cores x s - busy):",
+             f"{'':<{width}}  " + "  ".join(f"{s.variant.key + ': s':>12}  {'busy':>5}  "
+                                               f"{'idle':>5}" for s in series)]
+    idle_sums = [0.0 for _ in series]
+    for key, label, _, _ in CORE_PARTS:
+        cells = []
+        for index, entry in enumerate(series):
+            span, busy = entry.phase_median(f"span.{key}"), entry.phase_median(f"cores.{key}")
+            idle = span * (cores - busy) if span is not None and busy is not None else None
+            idle_sums[index] += idle or 0.0
+            cells.append(f"{_cell(span, '-'):>12}  {_busy(busy)}  {_busy(idle)}")
+        lines.append(f"{label:<{width}}  " + "  ".join(cells))
+    lines.append(f"{'idle core seconds in all':<{width}}  " + "  ".join(
+        f"{'':>12}  {'':>5}  {idle:>5.1f}" for idle in idle_sums))
+    return lines
+
+
+def _busy(value: float | None) -> str:
+    return f"{value:>5.2f}" if value is not None else f"{'-':>5}"
 
 
 def floor_table(series: list[Series], floor: dict[str, float]) -> list[str]:
