@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import platform
 import re
+import stat
 import subprocess
 import sys
 from collections.abc import Callable
@@ -98,6 +100,29 @@ class TestTorchModule:
         site = 'pathJoin(root, "lib", "python3.11", "site-packages")'
         assert f'prepend_path("PYTHONPATH", {site})' in module
         assert "EBPYTHONPREFIXES" not in module
+
+    def test_permissions_step_reads_once(self, eb_env: EasyBuildEnv,
+                                         pytorch_cpu_module: str) -> None:
+        # EasyBuild's permissions step, after the byte-compile, reading the installation once
+        installdir = _installdir(eb_env, "PyTorch", "2.13.0-whl")
+        log = next((installdir / "easybuild").glob("easybuild-PyTorch-*.log")).read_text()
+        line = re.search(r"torchstack: permissions step, reading the installation once, "
+                         r"took [\d.]+ s", log)
+        assert line is not None
+        assert (log.index("torchstack: byte-compile took") < line.start()
+                < log.index("Starting package step"))
+        checked = 0
+        for dirpath, dirnames, filenames in os.walk(installdir / "lib"):
+            for name in dirnames + filenames:
+                mode = os.lstat(os.path.join(dirpath, name)).st_mode
+                if stat.S_ISLNK(mode):
+                    continue
+                checked += 1
+                assert not mode & (stat.S_IWGRP | stat.S_IWOTH), (dirpath, name, oct(mode))
+                assert mode & stat.S_IRUSR and mode & stat.S_IRGRP and mode & stat.S_IROTH
+                if stat.S_ISDIR(mode):
+                    assert mode & stat.S_IXUSR and mode & stat.S_IXGRP and mode & stat.S_IXOTH
+        assert checked > 14000  # torch's files, .pyc files among them
 
     def test_installed_metadata_is_pip_compatible(
         self, eb_env: EasyBuildEnv, pytorch_cpu_module: str
