@@ -281,3 +281,31 @@ def test_byte_compiled_without_sanity_check(eb_env: EasyBuildEnv, real_wheel: Fa
     tag = sys.implementation.cache_tag
     pyc = next(installdir.glob(f"lib/python*/site-packages/torch/__pycache__/__init__.{tag}.pyc"))
     assert pyc.is_file()
+
+
+def test_pyc_files_are_the_byte_compiles_under_source_date_epoch(
+        eb_env: EasyBuildEnv, real_wheel: Factory, tmp_path: Path) -> None:
+    # As on most sites, Python may write bytecode (no PYTHONDONTWRITEBYTECODE): the sanity
+    # import, running beside the byte-compile, must not leave .pyc files of its own, which
+    # would be timestamp-based where SOURCE_DATE_EPOCH asks for checked hashes
+    env = EasyBuildEnv(tmp_path / "eb", eb_env.python_root).setup()
+    wheel = real_wheel("torch-2.13.0")
+    env.stage_source("PyTorch", wheel)
+    easyconfig = wheel_easyconfig(env.root / "PyTorch-2.13.0-whl.eb", "PyTorch", "2.13.0",
+                                  [("torch", "2.13.0+cpu", wheel, sha256(wheel))])
+    environ = {k: v for k, v in env.environ().items() if k != "PYTHONDONTWRITEBYTECODE"}
+    environ["SOURCE_DATE_EPOCH"] = "1700000000"
+    result = subprocess.run(env.eb_command(str(easyconfig)), env=environ, capture_output=True,
+                            text=True, cwd=env.root, check=False)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    installdir = env.installpath / "software" / "PyTorch" / "2.13.0-whl"
+    log = next((installdir / "easybuild").glob("easybuild-PyTorch-*.log")).read_text()
+    assert "torchstack: import check took" in log  # the import ran beside the byte-compile
+    site = next(installdir.glob("lib/python*/site-packages"))
+    flags = {}
+    for pyc in site.rglob("*.pyc"):
+        with open(pyc, "rb") as stream:
+            flags[pyc] = int.from_bytes(stream.read(8)[4:], "little")
+    assert len(flags) > 2000
+    timestamped = [str(p.relative_to(site)) for p, f in flags.items() if f != 0b11]
+    assert timestamped == []  # every one a checked hash (py_compile.PycInvalidationMode)

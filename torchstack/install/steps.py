@@ -27,7 +27,7 @@ import shlex
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -208,6 +208,15 @@ def finish_bytecode_compile(block: EasyBlock, command: Future[tuple[Any, float]]
                              "%s):\n%s", result.exit_code, result.output[-3000:])
 
 
+def without_bytecode(environ: Mapping[str, str]) -> dict[str, str]:
+    """`environ` for a check that imports from the installation while it is byte-compiled:
+    the import must not write .pyc files of its own (PYTHONDONTWRITEBYTECODE). The byte-compile
+    leaves fresh ones alone, and an import's differ: timestamp-based where SOURCE_DATE_EPOCH
+    asks for checked hashes, and marshalled from a running program, so that some files (15 of
+    the 733 that `import torch` loads) are not compileall's bytes."""
+    return dict(environ, PYTHONDONTWRITEBYTECODE="1")
+
+
 @dataclass(frozen=True)
 class ImportCheck:
     """A running `start_import_check`: the command's future, its folder, its text."""
@@ -223,7 +232,8 @@ def start_import_check(block: EasyBlock, names: list[str]) -> ImportCheck:
     thread beside the rest of the sanity check; `finish_import_check` reports it."""
     work_dir = tempfile.mkdtemp(prefix="torchstack-import-check-")
     command = [block.python_cmd, "-c", "import " + ", ".join(names)]
-    return ImportCheck(start_command(block, command, env=dict(os.environ), work_dir=work_dir),
+    return ImportCheck(start_command(block, command, env=without_bytecode(os.environ),
+                                     work_dir=work_dir),
                        work_dir, shlex.join(command))
 
 
@@ -246,7 +256,7 @@ def start_extension_check(block: EasyBlock) -> Future[tuple[Any, float]]:
     `finish_extension_check` reports it."""
     script = jitcheck.write_script(block.builddir)
     site_packages = os.path.join(block.installdir, block.pylibdir)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+    env = dict(without_bytecode(os.environ), PYTHONPATH=os.pathsep.join(
         p for p in (site_packages, os.environ.get("PYTHONPATH")) if p))
     return start_command(block, [block.python_cmd, str(script)], env)
 
