@@ -194,7 +194,7 @@ class PyTorchWheels(PythonBundle):
         start = time.perf_counter()
         with permissions.read_once():
             super().permissions_step()
-        # bench/install.py reads this timing line into its breakdown.
+        # The step's own time, apart from the wait for the byte-compile (logged with it).
         self.log.info("torchstack: permissions step, reading the installation once, took %.3f s",
                       time.perf_counter() - start)
 
