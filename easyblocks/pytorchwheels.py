@@ -10,7 +10,6 @@ Every decision is made by the torchstack library; this file is glue.
 """
 import os
 import platform
-import time
 from pathlib import Path
 
 from easybuild.easyblocks.generic.pythonbundle import PythonBundle
@@ -22,7 +21,7 @@ from easybuild.tools.run import run_shell_cmd
 
 from torchstack import TorchstackError, cudalibs, wheeltags
 from torchstack.distributions import importable_top_level
-from torchstack.install import libraries, permissions, pthsearch, runpath, steps
+from torchstack.install import libraries, pthsearch, runpath, steps
 from torchstack.install.wheels import install_command, start_removal
 
 CUDA_LIBS_CHOICES = ('wheels', 'modules')
@@ -191,12 +190,7 @@ class PyTorchWheels(PythonBundle):
         if self._bytecode_compile is not None:
             running, self._bytecode_compile = self._bytecode_compile, None
             steps.finish_bytecode_compile(self, running)
-        start = time.perf_counter()
-        with permissions.read_once():
-            super().permissions_step()
-        # The step's own time, apart from the wait for the byte-compile (logged with it).
-        self.log.info("torchstack: permissions step, reading the installation once, took %.3f s",
-                      time.perf_counter() - start)
+        steps.adjust_permissions(self, super().permissions_step)
 
     def _has_cxx_compiler(self):
         """A toolchain with a compiler: a tiny torch C++ extension is built with it at sanity check."""

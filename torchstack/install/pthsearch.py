@@ -43,7 +43,7 @@ def matching_files(paths: list[str], query: str) -> list[str]:
     """What EasyBuild's search_file(paths, query, silent=True) finds (its hits): the files
     under each path whose name matches `query` (case-insensitive, '+' taken literally), links
     followed, .git and .svn left out, each path's hits in natural order."""
-    pattern = re.compile(_escaped(query), re.I)
+    pattern = _pattern(query)
     hits = []
     for path in paths:
         found = []
@@ -57,9 +57,10 @@ def matching_files(paths: list[str], query: str) -> list[str]:
     return hits
 
 
-def _escaped(query: str) -> str:
-    """As search_file escapes it: '+' is literal, other regex characters keep their meaning."""
-    return re.sub("([+])", r"\\\1", query)
+def _pattern(query: str) -> re.Pattern[str]:
+    """`query` as search_file compiles it: case-insensitive, '+' literal, other regex
+    characters keeping their meaning."""
+    return re.compile(re.sub("([+])", r"\\\1", query), re.I)
 
 
 def _first_search(search_file: Callable[..., Answer], paths: list[str], query: str,
@@ -72,7 +73,7 @@ def _first_search(search_file: Callable[..., Answer], paths: list[str], query: s
         os.path.exists(os.path.join(path, filetools.PATH_INDEX_FILENAME)) for path in paths)
     odd = any(os.path.exists(path) and not os.path.isdir(path) for path in paths)
     try:
-        re.compile(_escaped(query), re.I)
+        _pattern(query)
     except re.error:
         odd = True
     if not plain or indexed or odd:

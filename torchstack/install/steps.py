@@ -13,6 +13,7 @@ easyblocks stay glue and record the same fingerprint file, whatis line and guard
   C++ extension builds against it (`start_library_check`, `check_declared_torch`,
   `start_import_check`, `start_extension_check`; the slow ones run beside EasyBuild's own
   sanity commands, and `finish_all` waits for every one of them before reporting);
+- permissions: EasyBuild's step reading the installation once (`adjust_permissions`);
 - module file: the consumer half before the dependency on PyTorch, the provider half at the
   end (`consumer_module_dep`, `provider_module_extra`); with `eb --module-only` no step has
   fingerprinted the installation, so the one it recorded earlier is used
@@ -41,7 +42,7 @@ from torchstack.distributions import DistributionError
 from torchstack.errors import TorchstackError
 from torchstack.fingerprint import Fingerprint
 from torchstack.guards import modulefile, record
-from torchstack.install import jitcheck, libraries, torchcheck, wheels
+from torchstack.install import jitcheck, libraries, permissions, torchcheck, wheels
 
 EasyBlock = Any  # easybuild.framework.easyblock.EasyBlock
 T = TypeVar("T")
@@ -206,6 +207,17 @@ def finish_bytecode_compile(block: EasyBlock, command: Future[tuple[Any, float]]
     elif result.exit_code != 0:
         raise EasyBuildError("torchstack: byte-compiling the installation failed (exit code "
                              "%s):\n%s", result.exit_code, result.output[-3000:])
+
+
+def adjust_permissions(block: EasyBlock, permissions_step: Callable[[], None]) -> None:
+    """Run EasyBuild's `permissions_step`, reading the installation once
+    (`permissions.read_once`), with a line for its own time, apart from the wait for the
+    byte-compile (logged with that)."""
+    start = time.perf_counter()
+    with permissions.read_once():
+        permissions_step()
+    block.log.info("torchstack: permissions step, reading the installation once, took %.3f s",
+                   time.perf_counter() - start)
 
 
 def without_bytecode(environ: Mapping[str, str]) -> dict[str, str]:
