@@ -4,28 +4,36 @@ The rules of docs/design.rst ("Compatibility rules"), one function a rule, each 
 the reasons it refuses:
 - python: the provider's version satisfies the consumer's Requires-Dist on torch.
 - stable: additionally the provider is at least the release the consumer was built
-  against, and CUDA flavour and major match where the consumer has CUDA code.
-- cxx: same release (local tag aside), same C++ ABI, same CUDA flavour and major.
+  against, and CUDA flavour and major match where the consumer links CUDA code.
+- cxx: same release (local tag aside), same C++ ABI, same CUDA flavour and major where the
+  consumer's binaries link CUDA (or HIP) code; one that links none runs on any flavour.
 
 RULES pairs each rule with its clause encoding: the text clauses that carry it into a module
 guard, where the Lua and Tcl evaluators (`EVALUATOR` of torchstack.guards.lua and .tcl, and
 `payload_of` of the SitePackage hook) test them against the abi tag of a loaded torch. Clauses:
 `==V`, `!=V`, `>=V`, `<=V`, `>V`, `<V` and `!=V.*` on the release (numeric per dot-separated
-component, missing components count as 0), and `flavour=F`. A cxx consumer needs no clauses:
-the guards compare its exact abi tag, which names release, C++ ABI and flavour. A new rule is
-one entry here and the same test in the two evaluators.
+component, missing components count as 0), `release=V` (the same numbers and the same
+pre-, post- or dev-segment: 2.14.0a0 is not 2.14.0), `flavour=F` and `abi=A` (the provider
+tag's C++ ABI field). A cxx consumer whose binaries link CUDA or HIP code needs no clauses:
+the guards compare its exact abi tag, which names release, C++ ABI and flavour. One that links
+no GPU library runs on any flavour of its release and ABI, so its rules go out as clauses. A
+new rule is one entry here and the same test in the two evaluators.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from torchstack.errors import TorchstackError
 from torchstack.fingerprint import Fingerprint, abi_tag, runtime_flavour
+
+if TYPE_CHECKING:
+    from torchstack.symbolcheck import SymbolCheck
 
 Check = Callable[[Fingerprint, Fingerprint], "str | None"]
 Encoding = Callable[[Fingerprint], "tuple[str, ...]"]
@@ -51,17 +59,42 @@ class Verdict:
         return f"{word}: {'; '.join(self.reasons)}"
 
 
-def check(provider: Fingerprint, consumer: Fingerprint) -> Verdict:
-    """Apply the rules of the consumer's link class; collect every reason it fails."""
+def check(provider: Fingerprint, consumer: Fingerprint,
+          symbols: SymbolCheck | None = None) -> Verdict:
+    """Apply the rules of the consumer's link class; collect every reason it fails.
+
+    `symbols`: the consumer's libtorch imports looked up in the provider's libraries, where
+    both are at hand. A missing symbol refuses whatever the rules say. A cxx consumer whose
+    built-against release is unknown and that registers no kernels through the dispatcher is
+    judged on its release by this check instead of being refused as unknown.
+    """
     if provider.role != "provider":
         raise CompatError(f"{_who(provider)} is a consumer, not a torch provider")
     if consumer.role != "consumer":
         raise CompatError(f"{_who(consumer)} is a torch provider, not a consumer")
+    judged = consumer
+    if symbols is not None and symbols.resolved and _loose_cxx(consumer):
+        judged = assume_built_against(provider, consumer)
     rules = RULES[consumer.link or "python"]
-    reasons = [r for r in (rule.check(provider, consumer) for rule in rules) if r is not None]
+    reasons = [r for r in (rule.check(provider, judged) for rule in rules) if r is not None]
+    if symbols is not None and not symbols.resolved and consumer.link != "python":
+        reasons.insert(0, symbols.line())
     if reasons:
         return Verdict(False, tuple(reasons))
-    return Verdict(True, (_why_compatible(provider, consumer),))
+    why = _why_compatible(provider, judged)
+    if judged is not consumer:
+        why = (f"{_who(consumer)} names no torch release and registers no kernels through "
+               f"libtorch's dispatcher, so its symbols decide: {symbols.line() if symbols else ''}")
+    elif symbols is not None and consumer.link != "python":
+        why += f"; {symbols.line()}"
+    return Verdict(True, (why,))
+
+
+def _loose_cxx(consumer: Fingerprint) -> bool:
+    """A cxx consumer of unknown release that calls libtorch's C++ API without registering
+    kernels through its dispatcher: loading is all it needs, which symbols can prove."""
+    return (consumer.link == "cxx" and consumer.torch.release is None
+            and consumer.registers_kernels is False)
 
 
 def assume_built_against(provider: Fingerprint, consumer: Fingerprint) -> Fingerprint:
@@ -124,6 +157,9 @@ def not_older(provider: Fingerprint, consumer: Fingerprint) -> str | None:
 
 def same_release(provider: Fingerprint, consumer: Fingerprint) -> str | None:
     built = consumer.torch.release
+    if built is None and consumer.registers_kernels:
+        return (f"{_who(consumer)} registers kernels through libtorch's C++ dispatcher, so it "
+                "runs only on the torch release it was built against, which is unknown")
     if built is None:
         return (f"{_who(consumer)} links libtorch's C++ API but the torch release it was "
                 "built against is unknown")
@@ -141,9 +177,8 @@ def same_abi(provider: Fingerprint, consumer: Fingerprint) -> str | None:
 
 
 def same_flavour(provider: Fingerprint, consumer: Fingerprint) -> str | None:
-    wanted = runtime_flavour(consumer.torch, consumer.cuda_major)
-    have = provider.torch.flavour
-    if wanted == have:
+    wanted, have = needed_flavour(consumer), provider.torch.flavour
+    if wanted is None or wanted == have:
         return None
     if have == "cpu" and "libtorch_cuda.so" in consumer.torch_libraries:
         return f"{_who(consumer)} links libtorch_cuda.so ({wanted}), {_who(provider)} is CPU-only"
@@ -151,9 +186,20 @@ def same_flavour(provider: Fingerprint, consumer: Fingerprint) -> str | None:
 
 
 def same_flavour_if_gpu_code(provider: Fingerprint, consumer: Fingerprint) -> str | None:
-    if runtime_flavour(consumer.torch, consumer.cuda_major) == "cpu":
+    if needed_flavour(consumer) in (None, "cpu"):
         return None
     return same_flavour(provider, consumer)
+
+
+def needed_flavour(consumer: Fingerprint) -> str | None:
+    """The flavour (cpu, cuN, rocmX.Y) a consumer's binaries need of torch; None for any.
+
+    A consumer that links no CUDA or HIP library runs on a torch of any flavour; one whose
+    libraries were not recorded (older fingerprints) needs the flavour of its torch facts.
+    """
+    if consumer.links_gpu is False:
+        return None
+    return runtime_flavour(consumer.torch, consumer.cuda_major)
 
 
 # -- the clause encoding of the rules -----------------------------------------------------
@@ -197,14 +243,39 @@ def built_release_clauses(consumer: Fingerprint) -> tuple[str, ...]:
 
 
 def flavour_clauses(consumer: Fingerprint) -> tuple[str, ...]:
-    """same_flavour_if_gpu_code: the consumer's flavour, when it is not cpu."""
-    flavour = runtime_flavour(consumer.torch, consumer.cuda_major)
-    return () if flavour == "cpu" else (f"flavour={flavour}",)
+    """same_flavour_if_gpu_code: the consumer's flavour, when its GPU code needs one."""
+    flavour = needed_flavour(consumer)
+    return () if flavour in (None, "cpu") else (f"flavour={flavour}",)
 
 
 def by_abi_tag(consumer: Fingerprint) -> tuple[str, ...]:
-    """A cxx rule: no clause, the guards compare the consumer's exact abi tag."""
+    """A cxx rule of a GPU-linked consumer: no clause, the guards compare its exact abi tag."""
     return ()
+
+
+def _any_flavour(encoding: Encoding) -> Encoding:
+    """A cxx rule, as a clause when its consumer runs on any flavour.
+
+    Such a consumer fits torch builds of other tags than its own (its release and C++ ABI on
+    CUDA), so its rules go out as clauses; the others keep the exact abi tag, which says
+    release, ABI and flavour at once, and so do consumers of unknown release.
+    """
+    def clauses(consumer: Fingerprint) -> tuple[str, ...]:
+        if consumer.link == "cxx" and consumer.links_gpu is False and consumer.torch.release:
+            return encoding(consumer)
+        return ()
+    return clauses
+
+
+def release_clauses(consumer: Fingerprint) -> tuple[str, ...]:
+    """same_release: exactly the release the consumer was built against, pre-release too."""
+    return ("release=" + _version(consumer.torch.release).public,)
+
+
+def abi_clauses(consumer: Fingerprint) -> tuple[str, ...]:
+    """same_abi: the consumer's C++ ABI, as the provider tag's middle field spells it."""
+    abi = consumer.torch.cxx11_abi
+    return () if abi is None else ("abi=" + ("cxx11" if abi else "precxx11"),)
 
 
 @dataclass(frozen=True)
@@ -226,8 +297,9 @@ RULES: dict[str, tuple[Rule, ...]] = {
     "python": (_REQUIREMENT,),
     "stable": (_REQUIREMENT, Rule(not_older, built_release_clauses),
                Rule(same_flavour_if_gpu_code, flavour_clauses)),
-    "cxx": (Rule(satisfies_requirement), Rule(same_release), Rule(same_abi),
-            Rule(same_flavour)),
+    "cxx": (Rule(satisfies_requirement, _any_flavour(requirement_clauses), declared=True),
+            Rule(same_release, _any_flavour(release_clauses)),
+            Rule(same_abi, _any_flavour(abi_clauses)), Rule(same_flavour)),
 }
 
 
@@ -241,6 +313,9 @@ def guard_clauses(consumer: Fingerprint) -> tuple[str, ...]:
 
 def _why_compatible(provider: Fingerprint, consumer: Fingerprint) -> str:
     requirement = f"torch{consumer.requires_torch}" if consumer.requires_torch else "any torch"
+    if consumer.link == "cxx" and provider.abi_tag != consumer.abi_tag:
+        return (f"{_who(consumer)} links libtorch {consumer.abi_tag} and no CUDA library; "
+                f"{_who(provider)} ({provider.abi_tag}) has its release and C++ ABI")
     if consumer.link == "cxx":
         return f"{_who(consumer)} links libtorch {consumer.abi_tag}, {_who(provider)} matches it"
     if consumer.link == "stable":

@@ -196,28 +196,65 @@ def undefined_symbols(stream: Stream, name: str) -> frozenset[str]:
         return frozenset(s.name for s in symbols if s["st_shndx"] == "SHN_UNDEF" and s.name)
 
 
-# Elf32_Sym and Elf64_Sym, without the byte order: (layout, index of st_name, of st_shndx)
-_SYMBOL_LAYOUTS = {32: ("IIIBBH", 0, 5), 64: ("IBBHQQ", 0, 3)}
+@dataclass(frozen=True)
+class Bindings:
+    """What one object imports without a fallback (strong undefined symbols) and exports."""
+
+    imports: frozenset[str]
+    exports: frozenset[str]
+
+
+def bindings(stream: Stream, name: str) -> Bindings:
+    """The strong imports and the exports of a shared object's .dynsym.
+
+    A weak undefined symbol may stay unresolved at load time, so it is no import that a
+    provider must satisfy.
+    """
+    elf = open_elf(stream, name)
+    with _reading(name, "has a damaged symbol table"):
+        section = elf.get_section_by_name(".dynsym")
+        if not isinstance(section, SymbolTableSection):
+            return Bindings(frozenset(), frozenset())
+        imports: set[str] = set()
+        exports: set[str] = set()
+        for symbol_name, info, shndx in _table_entries(elf, section):
+            if shndx != _SHN_UNDEF:
+                exports.add(symbol_name)
+            elif info >> 4 != _STB_WEAK:
+                imports.add(symbol_name)
+        return Bindings(frozenset(imports), frozenset(exports))
+
+
+# Elf32_Sym and Elf64_Sym, without the byte order: (layout, index of st_name, of st_info,
+# of st_shndx)
+_SYMBOL_LAYOUTS = {32: ("IIIBBH", 0, 3, 5), 64: ("IBBHQQ", 0, 1, 3)}
 _SHN_UNDEF = 0
+_STB_WEAK = 2
 
 
 def _undefined_in_table(elf: ELFFile, section: SymbolTableSection) -> frozenset[str]:
-    """The table's undefined names, unpacked with struct rather than pyelftools' parser, which
-    costs seconds on the libraries of a CUDA stack (several hundred thousand symbols)."""
-    fields, name_at, shndx_at = _SYMBOL_LAYOUTS[elf.elfclass]
+    """The table's undefined names."""
+    return frozenset(name for name, _, shndx in _table_entries(elf, section)
+                     if shndx == _SHN_UNDEF)
+
+
+def _table_entries(elf: ELFFile, section: SymbolTableSection) -> Iterator[tuple[str, int, int]]:
+    """(name, st_info, st_shndx) of each named symbol, unpacked with struct rather than
+    pyelftools' parser, which costs seconds on the libraries of a CUDA stack (several hundred
+    thousand symbols)."""
+    fields, name_at, info_at, shndx_at = _SYMBOL_LAYOUTS[elf.elfclass]
     layout = struct.Struct(("<" if elf.little_endian else ">") + fields)
     if section["sh_entsize"] != layout.size:
         raise ValueError(f"symbol entries of {section['sh_entsize']} bytes, not {layout.size}")
     data = section.data()
     strings = elf.get_section(section["sh_link"]).data()
-    names = set()
     for entry in layout.iter_unpack(data[:len(data) - len(data) % layout.size]):
         offset = entry[name_at]
-        if entry[shndx_at] == _SHN_UNDEF and offset:
+        if offset:
             end = strings.index(b"\0", offset)  # ValueError (damage) without a terminator
             if end > offset:
-                names.add(strings[offset:end].decode("utf-8", errors="replace"))
-    return frozenset(names)
+                yield (strings[offset:end].decode("utf-8", errors="replace"), entry[info_at],
+                       entry[shndx_at])
 
 
 def _segment_symbols(elf: ELFFile, name: str) -> Iterator[Symbol]:

@@ -70,7 +70,8 @@ class TorchFacts:
 
 @dataclass(frozen=True)
 class Fingerprint:
-    """The contract object of docs/design.rst, "The fingerprint", with `torch_libraries`."""
+    """The contract object of docs/design.rst, "The fingerprint", with `torch_libraries` and
+    `registers_kernels`."""
 
     role: Role
     name: str
@@ -81,7 +82,23 @@ class Fingerprint:
     cuda_major: int | None
     abi_tag: str
     torch_libraries: tuple[str, ...] = field(default=())
+    # consumers: whether their binaries register kernels through libtorch's C++ dispatcher
+    # (TORCH_LIBRARY), which binds them to the release they were built on; None: not read
+    registers_kernels: bool | None = None
     schema: int = SCHEMA
+
+    @property
+    def links_gpu(self) -> bool | None:
+        """Whether a consumer's binaries link a CUDA or HIP library (libcudart, libc10_cuda,
+        libtorch_cuda, libtorch_hip, ...); None when its libtorch libraries were not recorded.
+
+        One that links none runs on a GPU torch of its release and C++ ABI: CUDA stays inside
+        torch's own libraries (torchcodec's CPU builds on PyPI's CUDA torch).
+        """
+        if self.cuda_major is not None or any(symbols.is_gpu_library(lib)
+                                              for lib in self.torch_libraries):
+            return True
+        return False if self.torch_libraries else None
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -244,6 +261,7 @@ def consumer_fingerprint(dist: Distribution,
         cuda_major=cuda_major,
         abi_tag=abi_tag("consumer", link, torch, cuda_major),
         torch_libraries=libraries,
+        registers_kernels=evidence.registers_kernels,
     )
 
 

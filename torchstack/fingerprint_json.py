@@ -42,6 +42,7 @@ _OPTIONAL_STR = (str, type(None))
 _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "role": (str,), "name": (str,), "version": (str,), "abi_tag": (str,),
     "link": _OPTIONAL_STR, "requires_torch": _OPTIONAL_STR, "cuda_major": (int, type(None)),
+    "registers_kernels": (bool, type(None)),
 }
 _TORCH_FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "release": _OPTIONAL_STR, "local": _OPTIONAL_STR, "cxx11_abi": (bool, type(None)),
@@ -96,6 +97,7 @@ def from_json(data: object) -> Fingerprint:
             cuda_major=data.get("cuda_major"),
             abi_tag=data["abi_tag"],
             torch_libraries=tuple(libraries),
+            registers_kernels=data.get("registers_kernels"),
         )
     except (KeyError, TypeError) as exc:
         raise FingerprintError(f"fingerprint lacks or mistypes a field: {exc}") from exc

@@ -88,6 +88,11 @@ class LinkEvidence:
         return "stable" if self.stable_symbols else "python"
 
     @property
+    def registers_kernels(self) -> bool:
+        """Whether any object registers kernels through libtorch's C++ dispatcher API."""
+        return bool(symbols.dispatcher_symbols(self.cxx_symbols))
+
+    @property
     def binds_torch(self) -> bool:
         return bool(self.cxx_symbols or self.stable_symbols or self.torch_libraries)
 

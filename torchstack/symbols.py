@@ -34,8 +34,19 @@ _TORCH_CXX = re.compile(
 )
 # The stable C shims: torch/csrc/stable and the AOTInductor C ABI.
 _STABLE_SHIM = re.compile(r"^(?:aoti_torch_|torch_)")
+# The C++ dispatcher API through which an extension registers its kernels (TORCH_LIBRARY,
+# TORCH_LIBRARY_IMPL, RegisterOperators): c10::Dispatcher, c10::RegisterOperators,
+# torch::Library and torch::detail::TorchLibraryInit. Kernels so registered carry the
+# dispatch key numbering of the torch they were compiled against, which changes between
+# releases (2.12 to 2.13), so such an extension is bound to its release even where every
+# symbol resolves.
+_DISPATCHER = re.compile(r"N3c1010Dispatcher|N3c1017RegisterOperators|N5torch7Library|"
+                         r"N5torch6detail16TorchLibraryInit")
 _CUDART = re.compile(r"^libcudart(?:[-.][0-9a-f]{8})?\.so\.(\d+)")
-_TORCH_LIB = re.compile(r"^lib(?:c10|torch|caffe2)[\w.-]*\.so")
+# torch's own libraries (libc10_cuda.so, libtorch_cpu.so, libcaffe2_nvrtc.so), not those of
+# projects whose names start alike (torchcodec's libtorchcodec_core8.so, libtorchaudio.so)
+_TORCH_LIB = re.compile(r"^lib(?:c10|torch|caffe2)(?:_[a-z0-9_]+)?\.so(?:\.[\d.]+)?$")
+_GPU_TORCH_LIB = re.compile(r"_(?:cuda|hip)(?:_|\.)")
 
 
 def abi_from_probes(defined: Iterable[str]) -> bool | None:
@@ -56,6 +67,11 @@ def torch_cxx_symbols(undefined: Iterable[str]) -> list[str]:
 def stable_shim_symbols(undefined: Iterable[str]) -> list[str]:
     """The undefined symbols that bind a consumer only to libtorch's stable C shims."""
     return sorted(s for s in undefined if _STABLE_SHIM.match(s))
+
+
+def dispatcher_symbols(undefined: Iterable[str]) -> list[str]:
+    """The undefined symbols of the C++ dispatcher's registration API (see _DISPATCHER)."""
+    return sorted(s for s in undefined if _DISPATCHER.search(s))
 
 
 def abi_of_cxx_symbols(torch_symbols: Iterable[str]) -> bool | None:
@@ -92,6 +108,12 @@ def cuda_major_of(needed: Iterable[str]) -> int | None:
     """The CUDA major from a DT_NEEDED libcudart.so.N (auditwheel may hash-rename it)."""
     majors = {int(m.group(1)) for n in needed if (m := _CUDART.match(n))}
     return max(majors) if majors else None
+
+
+def is_gpu_library(name: str) -> bool:
+    """Whether a libtorch library carries torch's CUDA or HIP code (libtorch_cuda.so,
+    libc10_hip.so, libtorch_cuda_linalg.so)."""
+    return bool(_GPU_TORCH_LIB.search(name))
 
 
 def torch_libraries(needed: Iterable[str]) -> list[str]:

@@ -43,6 +43,9 @@ def consumer(
                        abi_tag("consumer", link, torch, cuda_major), libraries)
 
 
+# a consumer's libtorch libraries when it links CUDA or HIP code
+CUDA_LIBS = ("libc10.so", "libc10_cuda.so", "libtorch_cpu.so", "libtorch_cuda.so")
+HIP_LIBS = ("libc10.so", "libc10_hip.so", "libtorch_cpu.so", "libtorch_hip.so")
 CPU = provider()
 CPU_OLD_ABI = provider(cxx11_abi=False)
 CU13 = provider("2.13.0+cu130", cuda="13.0")
@@ -192,8 +195,8 @@ class TestSameFlavour:
         [
             # CPU on CPU, CUDA 13 on CUDA 13, ROCm on the same ROCm
             (CPU, consumer(), None),
-            (CU13, consumer(cuda="13.0"), None),
-            (ROCM, consumer(hip="6.4"), None),
+            (CU13, consumer(cuda="13.0", libraries=CUDA_LIBS), None),
+            (ROCM, consumer(hip="6.4", libraries=HIP_LIBS), None),
             # built for CPU torch but links libcudart.so.13 itself: needs cu13
             (CU13, consumer(cuda_major=13), None),
             (CPU, consumer(cuda_major=13), "fakevision 0.1.0 needs a cu13 torch, "
@@ -202,15 +205,24 @@ class TestSameFlavour:
             (CPU, consumer(cuda="13.0", libraries=("libc10.so", "libtorch_cuda.so")),
              "fakevision 0.1.0 links libtorch_cuda.so (cu13), torch 2.13.0+cpu is CPU-only"),
             # another CUDA major
-            (CU13, consumer(cuda="12.8"), "needs a cu12 torch, torch 2.13.0+cu130 is cu13"),
-            (CU12, consumer(cuda="13.0"), "needs a cu13 torch, torch 2.13.0+cu128 is cu12"),
-            # a CPU build on a CUDA torch (C++ API of another flavour)
-            (CU13, consumer(), "needs a cpu torch, torch 2.13.0+cu130 is cu13"),
+            (CU13, consumer(cuda="12.8", libraries=CUDA_LIBS),
+             "needs a cu12 torch, torch 2.13.0+cu130 is cu13"),
+            (CU12, consumer(cuda="13.0", libraries=CUDA_LIBS),
+             "needs a cu13 torch, torch 2.13.0+cu128 is cu12"),
+            # links no GPU library: any flavour of its release (torchcodec 0.9 on CUDA torch),
+            # whatever its local tag says
+            (CU13, consumer(), None),
+            (ROCM, consumer(), None),
+            (CU12, consumer(cuda="13.0"), None),
+            # libraries not recorded (an older fingerprint): its torch facts' flavour
+            (CU13, consumer(libraries=()), "needs a cpu torch, torch 2.13.0+cu130 is cu13"),
             # ROCm against CUDA
-            (CU13, consumer(hip="6.4"), "needs a rocm6.4 torch, torch 2.13.0+cu130 is cu13"),
+            (CU13, consumer(hip="6.4", libraries=HIP_LIBS),
+             "needs a rocm6.4 torch, torch 2.13.0+cu130 is cu13"),
         ],
         ids=["cpu", "cu13", "rocm", "own-cudart-on-cuda", "own-cudart-on-cpu",
-             "libtorch-cuda-on-cpu", "cu12-on-cu13", "cu13-on-cu12", "cpu-on-cu13",
+             "libtorch-cuda-on-cpu", "cu12-on-cu13", "cu13-on-cu12", "gpu-free-on-cu13",
+             "gpu-free-on-rocm", "gpu-free-cu13-tag-on-cu12", "unrecorded-cpu-on-cu13",
              "rocm-on-cu13"],
     )
     def test_rule(self, p: Fingerprint, c: Fingerprint, expected: str | None) -> None:
@@ -258,8 +270,10 @@ class TestRules:
     @pytest.mark.parametrize(
         ("c", "clauses"),
         [
-            # cxx: no clause, the guards compare the exact abi tag
-            (consumer("cxx"), ()),
+            # cxx linking GPU code: no clause, the guards compare the exact abi tag
+            (consumer("cxx", cuda="13.0", libraries=CUDA_LIBS), ()),
+            # cxx linking none: its release and ABI, then its requirement, on any flavour
+            (consumer("cxx"), ("release=2.13.0", "abi=cxx11", "==2.13.0")),
             # stable with GPU code: built-against release and flavour, then its requirement
             (consumer("stable", release="2.14.1", requires="<2.16", cuda_major=13),
              (">=2.14.1", "flavour=cu13", "<2.16")),
@@ -316,8 +330,8 @@ class TestCheck:
             # C++ consumer: only the ABI is wrong
             (CPU_OLD_ABI, consumer(), ["uses the C++11 C++ ABI"]),
             # C++ consumer of unknown release and wrong flavour
-            (CU13, consumer(requires="", release=None),
-             ["built against is unknown", "needs a cpu torch, torch 2.13.0+cu130 is cu13"]),
+            (CU12, consumer(requires="", release=None, cuda="13.0", libraries=CUDA_LIBS),
+             ["built against is unknown", "needs a cu13 torch, torch 2.13.0+cu128 is cu12"]),
             # stable consumer: requirement, age and flavour all wrong
             (OLDER, consumer("stable", requires=">=2.13.0", cuda_major=13, libraries=()),
              ["requires torch>=2.13.0, not torch 2.12.0+cpu",

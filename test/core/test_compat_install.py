@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from test_compat import CPU, CPU_OLD_ABI, CU12, CU13, NEWER, ROCM, consumer, provider
+from test_compat import CPU, CPU_OLD_ABI, CU12, CU13, CUDA_LIBS, NEWER, ROCM, consumer, provider
 
 from torchstack.compat import CompatError, assume_built_against, check, disagreements
 from torchstack.fingerprint import Fingerprint
@@ -73,7 +73,7 @@ class TestAssumeBuiltAgainst:
             # a C++ ABI that differs is still refused
             (CPU_OLD_ABI, consumer(release=None), False),
             # CUDA code of another major is still refused
-            (CU12, consumer(release=None, cuda="13.0"), False),
+            (CU12, consumer(release=None, cuda="13.0", libraries=CUDA_LIBS), False),
         ],
         ids=["cpu", "cu13", "requirement", "abi", "cuda-major"],
     )

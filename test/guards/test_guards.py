@@ -36,18 +36,30 @@ def provider(version: str, *, cuda: str | None = None, cxx11_abi: bool | None = 
 
 
 def consumer(link: Link, release: str | None, requires: str, *, cuda: str | None = None,
-             cuda_major: int | None = None, name: str = "fakevision") -> Fingerprint:
+             cuda_major: int | None = None, name: str = "fakevision",
+             libraries: tuple[str, ...] = (), cxx11_abi: bool = True) -> Fingerprint:
     local = f"cu{cuda.replace('.', '')}" if cuda else None
-    torch = TorchFacts(release, local, True if link == "cxx" else None, cuda, None)
+    torch = TorchFacts(release, local, cxx11_abi if link == "cxx" else None, cuda, None)
     return Fingerprint("consumer", name, "0.1.0", torch, link, requires, cuda_major,
-                       abi_tag("consumer", link, torch, cuda_major))
+                       abi_tag("consumer", link, torch, cuda_major), libraries)
+
+
+# the libtorch libraries of a consumer that links no GPU code (torchcodec 0.9's), and of one
+# that does (torchvision 0.28's CUDA build)
+CPU_LIBS = ("libc10.so", "libtorch.so", "libtorch_cpu.so")
+CUDA_LIBS = (*CPU_LIBS, "libc10_cuda.so", "libtorch_cuda.so")
 
 
 CPU = provider("2.13.0+cpu")
 CU13 = provider("2.14.1+cu130", cuda="13.0")
-PROVIDERS = {"PyTorch/a": CPU, "PyTorch/b": CU13, "PyTorch/c": provider("2.13.0+cpu")}
+CU13_213 = provider("2.13.0+cu130", cuda="13.0")
+PROVIDERS = {"PyTorch/a": CPU, "PyTorch/b": CU13, "PyTorch/c": provider("2.13.0+cpu"),
+             "PyTorch/d": CU13_213}
 # module -> (fingerprint, the torch module it was built with)
 CONSUMERS = {
+    "codec-cxx/cpu": (consumer("cxx", "2.13.0", "", libraries=CPU_LIBS), "PyTorch/a"),
+    "vision-cxx/cu13-linked": (consumer("cxx", "2.13.0", "==2.13.0", cuda="13.0",
+                                        libraries=CUDA_LIBS), "PyTorch/d"),
     "vision-cxx/cpu": (consumer("cxx", "2.13.0", "==2.13.0"), "PyTorch/a"),
     "vision-cxx/cu13": (consumer("cxx", "2.14.1", "==2.14.1", cuda="13.0"), "PyTorch/b"),
     "vision-stable/cpu": (consumer("stable", "2.13.0", ">=2.13"), "PyTorch/a"),
@@ -192,6 +204,12 @@ SWAPS = [
     pytest.param("vision-cxx/cu13", "PyTorch/b", "PyTorch/a", False, id="cxx-cu13-to-cpu"),
     # another installation with the same abi tag
     pytest.param("vision-cxx/cpu", "PyTorch/a", "PyTorch/c", True, id="cxx-same-tag"),
+    # cxx linking no GPU library: its release and ABI on any flavour, never another release
+    pytest.param("codec-cxx/cpu", "PyTorch/a", "PyTorch/d", True, id="cxx-gpu-free-to-cu13"),
+    pytest.param("codec-cxx/cpu", "PyTorch/a", "PyTorch/b", False, id="cxx-gpu-free-release"),
+    # cxx linking libtorch_cuda: not the CPU torch of its release
+    pytest.param("vision-cxx/cu13-linked", "PyTorch/d", "PyTorch/a", False,
+                 id="cxx-cuda-linked-to-cpu"),
     # stable, CPU only: any newer torch of any flavour
     pytest.param("vision-stable/cpu", "PyTorch/a", "PyTorch/b", True, id="stable-cpu-newer"),
     # stable with CUDA code: not an older CPU torch
@@ -231,6 +249,8 @@ class TestConsumerRefusal:
         [
             # cxx consumer of the CPU torch, CUDA torch loaded
             pytest.param("PyTorch/b", "vision-cxx/cpu", id="cxx"),
+            # GPU-free cxx consumer, a CUDA torch of another release loaded
+            pytest.param("PyTorch/b", "codec-cxx/cpu", id="cxx-gpu-free"),
             # stable consumer with CUDA code, older CPU torch loaded
             pytest.param("PyTorch/a", "vision-stable/cu13", id="stable"),
             # python consumer whose requirement excludes the loaded release
@@ -379,8 +399,17 @@ class TestRequirement:
     @pytest.mark.parametrize(
         ("fp", "payload"),
         [
-            # cxx: the exact tag
+            # cxx: the exact tag (GPU code linked, or libraries not recorded)
             (consumer("cxx", "2.13.0", "==2.13.0"), "torch-2.13.0-cxx11-cpu"),
+            (consumer("cxx", "2.13.0", "", cuda="13.0", libraries=CUDA_LIBS),
+             "torch-2.13.0-cxx11-cu13"),
+            # cxx linking no GPU library: release and ABI as clauses, any flavour
+            (consumer("cxx", "2.13.0", ">=2.13", libraries=CPU_LIBS),
+             "torch-2.13.0-cxx11-cpu,release=2.13.0,abi=cxx11,>=2.13"),
+            (consumer("cxx", "2.13.0", "", cxx11_abi=False, libraries=CPU_LIBS),
+             "torch-2.13.0-precxx11-cpu,release=2.13.0,abi=precxx11"),
+            # ... of unknown release: the exact tag, which no torch has
+            (consumer("cxx", None, "", libraries=CPU_LIBS), "torch-unknown-cxx11-cpu"),
             # stable without GPU code: newer release, any flavour, then its requirement
             (consumer("stable", "2.13.0", ">=2.13"), "torch-2.13.0-stable-cpu,>=2.13.0,>=2.13"),
             # stable with GPU code: the flavour too
@@ -438,12 +467,18 @@ class TestRegistration:
 
 # -- the evaluators agree with compat ----------------------------------------------------
 
-MATRIX_PROVIDERS = [CPU, CU13, provider("2.13.0+cpu", cxx11_abi=False), provider("2.12.0+cpu"),
-                    provider("2.13.0+rocm6.4", hip="6.4.1"), provider("2.14.0a0+git1234567")]
+MATRIX_PROVIDERS = [CPU, CU13, CU13_213, provider("2.13.0+cpu", cxx11_abi=False),
+                    provider("2.12.0+cpu"), provider("2.13.0+rocm6.4", hip="6.4.1"),
+                    provider("2.14.0a0+git1234567")]
 MATRIX_CONSUMERS = [fp for fp, _ in CONSUMERS.values()] + [
     consumer("python", None, "==2.13.*"),
     consumer("python", None, ">2.13.0,<=2.14.1"),
     consumer("stable", "2.13.0", ">=2.13", cuda="13.0"),
+    consumer("stable", "2.13.0", ">=2.13", cuda="13.0", libraries=("libtorch.so",)),
+    consumer("cxx", "2.13.0", "", cxx11_abi=False, libraries=CPU_LIBS),
+    consumer("cxx", "2.14.0", "<2.15", libraries=CPU_LIBS),
+    consumer("cxx", None, "", libraries=CPU_LIBS),
+    consumer("cxx", "2.14.0a0", "", libraries=CPU_LIBS),
 ]
 
 
@@ -496,8 +531,10 @@ class TestEvaluatorsAgreeWithCompat:
 # -- SitePackage.lua ---------------------------------------------------------------------
 
 # Modules without guards: EasyBuild's $EBROOT<NAME> and the fingerprint file only.
-UNGUARDED_PROVIDERS = {"PyTorch/a": CPU, "PyTorch/b": CU13, "PyTorch/c": provider("2.13.0+cpu")}
+UNGUARDED_PROVIDERS = {"PyTorch/a": CPU, "PyTorch/b": CU13, "PyTorch/c": provider("2.13.0+cpu"),
+                       "PyTorch/d": CU13_213}
 UNGUARDED_CONSUMERS = {
+    "torchcodec/0.9": (consumer("cxx", "2.13.0", "", libraries=CPU_LIBS), "EBROOTTORCHCODEC"),
     "torchvision/0.28.0": (consumer("cxx", "2.13.0", "==2.13.0"), "EBROOTTORCHVISION"),
     "PyTorch-Geometric/2.7": (consumer("python", None, "~=2.13.0"),
                               "EBROOTPYTORCHMINGEOMETRIC"),
@@ -514,7 +551,7 @@ def site_tree(tmp_path: Path) -> tuple[Path, Path]:
         record.write_fingerprint(prefix, fp)
         write_module(root, name, "lua", f'setenv("EBROOTPYTORCH", "{prefix}")\n')
     homes = {"torchvision/0.28.0": "PyTorch/a", "PyTorch-Geometric/2.7": "PyTorch/a",
-             "tensordict/0.9": "PyTorch/b"}
+             "tensordict/0.9": "PyTorch/b", "torchcodec/0.9": "PyTorch/a"}
     for name, (fp, variable) in UNGUARDED_CONSUMERS.items():
         prefix = installs / name
         record.write_fingerprint(prefix, fp)
@@ -538,6 +575,10 @@ class TestSitePackage:
             pytest.param("torchvision/0.28.0", "swap PyTorch/a PyTorch/b", False, id="cxx-swap"),
             pytest.param("torchvision/0.28.0", "load PyTorch/b", False, id="cxx-autoswap"),
             pytest.param("torchvision/0.28.0", "swap PyTorch/a PyTorch/c", True, id="cxx-same"),
+            # cxx consumer that links no GPU library: the CUDA torch of its release, not another
+            pytest.param("torchcodec/0.9", "swap PyTorch/a PyTorch/d", True, id="cxx-gpu-free"),
+            pytest.param("torchcodec/0.9", "swap PyTorch/a PyTorch/b", False,
+                         id="cxx-gpu-free-release"),
             # python consumer: '-' in the name ($EBROOTPYTORCHMINGEOMETRIC), ~= requirement
             pytest.param("PyTorch-Geometric/2.7", "load PyTorch/b", False, id="python"),
             pytest.param("PyTorch-Geometric/2.7", "load PyTorch/c", True, id="python-fits"),

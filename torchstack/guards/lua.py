@@ -29,7 +29,8 @@ def lua_string(text: str) -> str:
 
 
 # fits(tag, kind, payload): does the torch of abi tag `tag` satisfy a registered requirement?
-# cxx: the payload's first field is the exact tag; otherwise every clause after it holds.
+# cxx without clauses: the payload's first field is the exact tag; otherwise every clause
+# after it holds.
 # The clauses are those of torchstack.compat (its module doc); a new one is a new test in holds.
 EVALUATOR_TEMPLATE = """\
    local function compare(a, b, n)
@@ -43,9 +44,16 @@ EVALUATOR_TEMPLATE = """\
       end
       return 0
    end
-   local function holds(release, flavour, clause)
+   local function holds(release, abi, flavour, clause)
       local wanted = clause:match("^flavour=(.*)$")
       if wanted then return wanted == flavour end
+      wanted = clause:match("^abi=(.*)$")
+      if wanted then return wanted == abi end
+      wanted = clause:match("^release=(.*)$")
+      if wanted then
+         return compare(release, wanted) == 0
+            and release:match("^[%d.]*(.*)$") == wanted:match("^[%d.]*(.*)$")
+      end
       local op, v = clause:match("^([<>=!]=?)(.+)$")
       if not op then return false end
       local n = nil
@@ -60,10 +68,11 @@ EVALUATOR_TEMPLATE = """\
       return tests[op] == true
    end
    local function fits(tag, kind, payload)
-      if kind == "cxx" then return tag == payload:match("^[^@CLAUSE_SEPARATOR@]*") end
-      local release, flavour = tag:match("^torch%-([^-]+)%-[^-]+%-([^-]+)$")
+      local own = payload:match("^[^@CLAUSE_SEPARATOR@]*")
+      if kind == "cxx" and own == payload then return tag == own end
+      local release, abi, flavour = tag:match("^torch%-([^-]+)%-([^-]+)%-([^-]+)$")
       for clause in payload:gmatch("@CLAUSE_SEPARATOR@([^@CLAUSE_SEPARATOR@]+)") do
-         if not (release and holds(release, flavour, clause)) then return false end
+         if not (release and holds(release, abi, flavour, clause)) then return false end
       end
       return true
    end

@@ -243,6 +243,19 @@ READER_TEMPLATE = r"""
       if fp.role == "consumer" then
          local links = {cxx = true, stable = true, python = true}
          if not links[fp.link] then return "has no link cxx/stable/python" end
+         local libraries = fp.torch_libraries
+         if libraries ~= nil and libraries ~= JSON_NULL then
+            if type(libraries) ~= "table" or OBJECTS[libraries] then
+               return "has a malformed torch_libraries"
+            end
+            for _, lib in ipairs(libraries) do
+               if type(lib) ~= "string" then return "has a malformed torch_libraries" end
+            end
+         end
+         if fp.cuda_major ~= nil and fp.cuda_major ~= JSON_NULL
+               and type(fp.cuda_major) ~= "number" then
+            return "has a malformed cuda_major"
+         end
          if not opt(fp.requires_torch, "^[%w%s.,<>=!~*+-]*$") then
             return "has a malformed requires_torch"
          end
@@ -276,17 +289,40 @@ BODY_TEMPLATE = """\
       end
    end
 
+   local function links_gpu(fp)
+      -- Fingerprint.links_gpu: true, false, or nil when no libtorch library was recorded
+      if type(fp.cuda_major) == "number" then return true end
+      local libraries = type(fp.torch_libraries) == "table" and fp.torch_libraries or {}
+      for _, lib in ipairs(libraries) do
+         if lib:match("_cuda[_.]") or lib:match("_hip[_.]") then return true end
+      end
+      if #libraries > 0 then return false end
+      return nil
+   end
+
    local function payload_of(fp)
       -- the registration payload that the consumer guard of this fingerprint would carry:
       -- compat.guard_clauses, rule for rule
       local out = {fp.abi_tag}
+      local release = type(fp.torch) == "table" and fp.torch.release
+      local any_flavour = links_gpu(fp) == false
+      if fp.link == "cxx" then
+         -- a GPU-free consumer fits its release and ABI on any flavour; others the exact tag
+         local abi = fp.abi_tag:match("^torch%-[^-]+%-([^-]+)%-[^-]+$")
+         if not (any_flavour and type(release) == "string") then
+            return fp.abi_tag
+         end
+         out[#out + 1] = "release=" .. release
+         if abi == "cxx11" or abi == "precxx11" then out[#out + 1] = "abi=" .. abi end
+      end
       if fp.link == "stable" then
-         local release = type(fp.torch) == "table" and fp.torch.release
          if type(release) == "string" then out[#out + 1] = ">=" .. release end
          local flavour = fp.abi_tag:match("%-([^-]+)$")
-         if flavour and flavour ~= "cpu" then out[#out + 1] = "flavour=" .. flavour end
+         if flavour and flavour ~= "cpu" and not any_flavour then
+            out[#out + 1] = "flavour=" .. flavour
+         end
       end
-      if fp.link ~= "cxx" and type(fp.requires_torch) == "string" then
+      if type(fp.requires_torch) == "string" then
          for spec in fp.requires_torch:gmatch("[^,]+") do spec_clauses(spec, out) end
       end
       return table.concat(out, "@CLAUSE_SEPARATOR@")

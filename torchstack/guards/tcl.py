@@ -56,8 +56,14 @@ proc torchstack_compare {a b {n 0}} {
     }
     return 0
 }
-proc torchstack_holds {release flavour clause} {
+proc torchstack_holds {release abi flavour clause} {
     if {[regexp {^flavour=(.*)$} $clause -> wanted]} {return [expr {$wanted eq $flavour}]}
+    if {[regexp {^abi=(.*)$} $clause -> wanted]} {return [expr {$wanted eq $abi}]}
+    if {[regexp {^release=(.*)$} $clause -> wanted]} {
+        regexp {^[0-9.]*(.*)$} $release -> have_rest
+        regexp {^[0-9.]*(.*)$} $wanted -> wanted_rest
+        return [expr {[torchstack_compare $release $wanted] == 0 && $have_rest eq $wanted_rest}]
+    }
     if {![regexp {^([<>=!]=?)(.+)$} $clause -> op v]} {return 0}
     set n 0
     if {[string range $v end-1 end] eq ".*"} {
@@ -77,10 +83,10 @@ proc torchstack_holds {release flavour clause} {
 }
 proc torchstack_fits {tag kind payload} {
     set clauses [split $payload @CLAUSE_SEPARATOR@]
-    if {$kind eq "cxx"} {return [expr {$tag eq [lindex $clauses 0]}]}
-    set parsed [regexp {^torch-([^-]+)-[^-]+-([^-]+)$} $tag -> release flavour]
+    if {$kind eq "cxx" && [llength $clauses] < 2} {return [expr {$tag eq [lindex $clauses 0]}]}
+    set parsed [regexp {^torch-([^-]+)-([^-]+)-([^-]+)$} $tag -> release abi flavour]
     foreach clause [lrange $clauses 1 end] {
-        if {$clause ne "" && !($parsed && [torchstack_holds $release $flavour $clause])} {
+        if {$clause ne "" && !($parsed && [torchstack_holds $release $abi $flavour $clause])} {
             return 0
         }
     }
