@@ -98,12 +98,23 @@ extern "C" int c10_fake_version() { return 2013; }
 """
 
 LIBTORCH_CPU = C10_HEADER + """\
+#include <cstdint>
 namespace at {
 std::string fake_op_schema(const std::string& name) {
   if (name.empty()) c10::detail::torchCheckFail(__func__, __FILE__, __LINE__, "empty name");
   return "aten::" + name;
 }
 }  // namespace at
+// the stable C shims that CONSUMER_STABLE imports
+extern "C" {
+typedef struct AtenTensorOpaque* AtenTensorHandle;
+int aoti_torch_get_device_type(AtenTensorHandle, std::int32_t* device_type) {
+  *device_type = 0;
+  return 0;
+}
+int aoti_torch_delete_tensor_object(AtenTensorHandle) { return 0; }
+int torch_call_dispatcher(const char*, const char*, void*, std::uint64_t) { return 0; }
+}
 """
 
 LIBCUDART = """\
@@ -360,6 +371,8 @@ class TorchBuild:
     libc10: str = "cxx11/libc10.so"
     libc10_cuda: str | None = None
     release: str = TORCH_RELEASE
+    libtorch_cpu: str | None = "cxx11/libtorch_cpu.so"
+    libtorch_cuda: str | None = None
 
     @property
     def version(self) -> str:
@@ -373,8 +386,11 @@ def torch_wheel(directory: Path, libs: SyntheticLibs, build: TorchBuild) -> Path
         "torch/version.py": version_py(build.version, build.cuda, build.hip).encode(),
         "torch/lib/libc10.so": libs.read(build.libc10),
     }
-    if build.libc10_cuda is not None:
-        files["torch/lib/libc10_cuda.so"] = libs.read(build.libc10_cuda)
+    for name, key in (("libc10_cuda.so", build.libc10_cuda),
+                      ("libtorch_cpu.so", build.libtorch_cpu),
+                      ("libtorch_cuda.so", build.libtorch_cuda)):
+        if key is not None:
+            files[f"torch/lib/{name}"] = libs.read(key)
     return write_wheel(directory, "torch", build.version, files, ("filelock", "sympy>=1.13.3"))
 
 
@@ -409,9 +425,11 @@ VENDORED_CUDART = "libcudart.abcdef12.so.13"
 
 TORCH_BUILDS: dict[str, TorchBuild] = {
     "torch-cpu-cxx11": TorchBuild(),
-    "torch-cpu-precxx11": TorchBuild(libc10="precxx11/libc10.so"),
-    "torch-cpu-noprobe": TorchBuild(libc10="noprobe/libc10.so"),
-    "torch-cu130": TorchBuild("cu130", cuda="13.0", libc10_cuda="cu13/libc10_cuda.so"),
+    "torch-cpu-precxx11": TorchBuild(libc10="precxx11/libc10.so",
+                                     libtorch_cpu="precxx11/libtorch_cpu.so"),
+    "torch-cpu-noprobe": TorchBuild(libc10="noprobe/libc10.so", libtorch_cpu=None),
+    "torch-cu130": TorchBuild("cu130", cuda="13.0", libc10_cuda="cu13/libc10_cuda.so",
+                              libtorch_cuda="cu13/libtorch_cuda.so"),
     # version.py says CUDA 13.0 but libc10_cuda needs libcudart.so.12: the ELF decides.
     "torch-cu130-cudart12": TorchBuild("cu130", cuda="13.0", libc10_cuda="cu12/libc10_cuda.so"),
     # No libc10_cuda.so: the CUDA major falls back to version.py's cuda.

@@ -198,31 +198,32 @@ def undefined_symbols(stream: Stream, name: str) -> frozenset[str]:
 
 @dataclass(frozen=True)
 class Bindings:
-    """What one object imports without a fallback (strong undefined symbols) and exports."""
+    """A shared object's .dynsym: what it imports without a fallback (strong undefined
+    symbols), what it imports weakly (may stay unresolved at load time) and what it exports."""
 
     imports: frozenset[str]
+    weak: frozenset[str]
     exports: frozenset[str]
+
+    @property
+    def undefined(self) -> frozenset[str]:
+        return self.imports | self.weak
 
 
 def bindings(stream: Stream, name: str) -> Bindings:
-    """The strong imports and the exports of a shared object's .dynsym.
-
-    A weak undefined symbol may stay unresolved at load time, so it is no import that a
-    provider must satisfy.
-    """
+    """The strong and weak imports and the exports of a shared object's .dynsym."""
     elf = open_elf(stream, name)
     with _reading(name, "has a damaged symbol table"):
         section = elf.get_section_by_name(".dynsym")
         if not isinstance(section, SymbolTableSection):
-            return Bindings(frozenset(), frozenset())
-        imports: set[str] = set()
-        exports: set[str] = set()
+            undefined = frozenset(s.name for s in _segment_symbols(elf, name)
+                                  if s["st_shndx"] == "SHN_UNDEF" and s.name)
+            return Bindings(undefined, frozenset(), frozenset())
+        found: tuple[set[str], set[str], set[str]] = (set(), set(), set())
         for symbol_name, info, shndx in _table_entries(elf, section):
-            if shndx != _SHN_UNDEF:
-                exports.add(symbol_name)
-            elif info >> 4 != _STB_WEAK:
-                imports.add(symbol_name)
-        return Bindings(frozenset(imports), frozenset(exports))
+            kind = 2 if shndx != _SHN_UNDEF else 1 if info >> 4 == _STB_WEAK else 0
+            found[kind].add(symbol_name)
+        return Bindings(*(frozenset(names) for names in found))
 
 
 # Elf32_Sym and Elf64_Sym, without the byte order: (layout, index of st_name, of st_info,

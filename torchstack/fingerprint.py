@@ -243,7 +243,7 @@ def consumer_fingerprint(dist: Distribution,
     by default they are read from `dist` itself.
     """
     requirement = torch_requirement(dist)
-    evidence = _scan_binaries(dist) if evidence is None else evidence
+    evidence = scan_binaries(dist) if evidence is None else evidence
     libraries = tuple(evidence.torch_libraries)
     if requirement is None and not evidence.binds_torch:
         return None
@@ -281,7 +281,8 @@ def torch_requirement(dist: Distribution) -> Requirement | None:
     return None
 
 
-def _scan_binaries(dist: Distribution) -> LinkEvidence:
+def scan_binaries(dist: Distribution) -> LinkEvidence:
+    """The libtorch bindings of a distribution's shared objects, read from its files."""
     evidence = LinkEvidence()
     for relpath in _shared_objects(dist):
         if linkclass.is_bundled(relpath):
@@ -290,8 +291,9 @@ def _scan_binaries(dist: Distribution) -> LinkEvidence:
         with dist.files.open_binary(relpath) as stream:
             label = dist.describe(relpath)
             needed = elf.read_dynamic(stream, label).needed
-            undefined = elf.undefined_symbols(stream, label)
-        evidence.add(linkclass.ObjectSymbols(label, frozenset(needed), undefined))
+            found = elf.bindings(stream, label)
+        evidence.add(linkclass.ObjectSymbols(label, frozenset(needed), found.undefined,
+                                             found.weak, found.exports))
     return evidence
 
 

@@ -47,11 +47,14 @@ def is_bundled(relpath: str) -> bool:
 
 @dataclass(frozen=True)
 class ObjectSymbols:
-    """What one shared object says about libtorch: its DT_NEEDED and its undefined symbols."""
+    """What one shared object says about libtorch: its DT_NEEDED and its undefined symbols
+    (`weak` those of them that may stay unresolved), and the symbols it defines itself."""
 
     name: str
     needed: frozenset[str]
     undefined: frozenset[str]
+    weak: frozenset[str] = frozenset()
+    exports: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -63,6 +66,8 @@ class LinkEvidence:
     stable_symbols: list[str] = field(default_factory=list)
     bundled: set[str] = field(default_factory=set)
     libstdcxx_abi: set[bool] = field(default_factory=set)
+    weak: set[str] = field(default_factory=set)
+    exports: set[str] = field(default_factory=set)
 
     def add(self, obj: ObjectSymbols) -> None:
         """Take in one shared object's symbols."""
@@ -71,6 +76,8 @@ class LinkEvidence:
         stable = symbols.stable_shim_symbols(obj.undefined)
         self.cxx_symbols += torch_cxx
         self.stable_symbols += stable
+        self.weak.update(obj.weak)
+        self.exports.update(obj.exports)
         stdlib_abi = symbols.abi_of_libstdcxx(obj.undefined) if torch_cxx else None
         if stdlib_abi is not None:
             self.libstdcxx_abi.add(stdlib_abi)
@@ -86,6 +93,13 @@ class LinkEvidence:
         if self.cxx_symbols:
             return "cxx"
         return "stable" if self.stable_symbols else "python"
+
+    @property
+    def torch_imports(self) -> frozenset[str]:
+        """The libtorch symbols (C++ API and C shims) that the objects need a torch build to
+        export: imported without a fallback and defined by none of the objects themselves."""
+        wanted = set(self.cxx_symbols) | set(self.stable_symbols)
+        return frozenset(wanted - self.weak - self.exports)
 
     @property
     def registers_kernels(self) -> bool:

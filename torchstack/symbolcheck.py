@@ -23,7 +23,7 @@ from pathlib import Path
 
 from torch_abi_audit.demangle import demangle_symbol
 
-from torchstack import elf, linkclass, symbols
+from torchstack import elf, linkclass
 from torchstack.distributions import (
     Distribution,
     normalize_name,
@@ -94,23 +94,9 @@ def _distributions(path: str) -> Iterator[list[Distribution]]:
 
 def consumer_imports(dist: Distribution) -> frozenset[str]:
     """The libtorch symbols a consumer's shared objects import and do not define themselves."""
-    imports: set[str] = set()
-    exports: set[str] = set()
-    for relpath in dist.listing():
-        if not linkclass.is_shared_object(relpath) or linkclass.is_bundled(relpath) \
-                or not dist.files.exists(relpath):
-            continue
-        with dist.files.open_binary(relpath) as stream:
-            found = elf.bindings(stream, dist.describe(relpath))
-        imports.update(found.imports)
-        exports.update(found.exports)
-    return libtorch_imports(imports - exports)
+    from torchstack.fingerprint import scan_binaries
 
-
-def libtorch_imports(undefined: Iterable[str]) -> frozenset[str]:
-    """Of a consumer's undefined symbols, those a torch build is meant to define."""
-    names = list(undefined)
-    return frozenset(linkclass.cxx_symbols(names)) | frozenset(symbols.stable_shim_symbols(names))
+    return scan_binaries(dist).torch_imports
 
 
 def verify(provider: Distribution, needed: Iterable[str], label: str) -> SymbolCheck:

@@ -91,15 +91,55 @@ def object_symbols(prefix: MemberPrefix) -> tuple[linkclass.ObjectSymbols, str]:
         raise WheelElfError(f"{name!r}: damaged ELF tables ({exc})") from exc
     if found is not None:
         return found, "tables"
-    log.debug("%s: not laid out as GNU ld does; read whole", name)
+    log.debug("%s: not laid out as GNU ld or lld do; read whole", name)
     stream = io.BytesIO(prefix.need(prefix.member.uncompressed))
     needed = elf.read_dynamic(stream, name).needed
-    undefined = elf.undefined_symbols(stream, name)
-    return linkclass.ObjectSymbols(name, frozenset(needed), undefined), "whole"
+    whole = elf.bindings(stream, name)
+    return linkclass.ObjectSymbols(name, frozenset(needed), whole.undefined, whole.weak,
+                                   whole.exports), "whole"
+
+
+def object_exports(prefix: MemberPrefix) -> frozenset[str]:
+    """The names of the symbols one shared object defines (a torch library's exports)."""
+    name = prefix.member.name
+    try:
+        table = _symbol_table(prefix)
+    except (struct.error, IndexError, ValueError) as exc:
+        raise WheelElfError(f"{name!r}: damaged ELF tables ({exc})") from exc
+    if table is None:
+        log.debug("%s: not laid out as GNU ld or lld do; read whole", name)
+        stream = io.BytesIO(prefix.need(prefix.member.uncompressed))
+        return elf.bindings(stream, name).exports
+    entries, strings, _, _ = table
+    return frozenset(strings.at(e[0]) for e in entries if e[3] != 0 and e[0])
 
 
 def _tables(prefix: MemberPrefix) -> linkclass.ObjectSymbols | None:
     """The symbols from the tables after the program headers; None for another layout."""
+    table = _symbol_table(prefix)
+    if table is None:
+        return None
+    entries, strings, limit, dynstr_at = table
+    undefined = frozenset(strings.at(e[0]) for e in entries if e[3] == 0 and e[0])
+    weak = frozenset(strings.at(e[0]) for e in entries if e[3] == 0 and e[0] and e[1] >> 4 == 2)
+    exports = frozenset(strings.at(e[0]) for e in entries if e[3] != 0 and e[0])
+    last = max((e[0] + len(strings.at(e[0])) for e in entries if e[0]), default=0)
+    every, end = strings.scan(limit - dynstr_at)
+    if end < last:  # the table has a hole before its last symbol name: not GNU ld's
+        return None
+    own = prefix.member.name.rsplit("/", 1)[-1]
+    libraries = {s for s in every if ".so" in s and "/" not in s and s != own}
+    return linkclass.ObjectSymbols(prefix.member.name, frozenset(libraries), undefined, weak,
+                                   exports)
+
+
+_Entries = list[tuple[int, int, int, int, int, int]]
+
+
+def _symbol_table(prefix: MemberPrefix) -> tuple[_Entries, _Strings, int, int] | None:
+    """.dynsym's entries, its strings, the end of the first loaded segment and where .dynstr
+    starts; None for a layout other than GNU ld's (hash tables, .dynsym, .dynstr) or lld's
+    (.dynsym and .dynstr first, the hash tables after them)."""
     header = prefix.need(_EHDR.size)
     if header[:4] != elf.ELF_MAGIC:
         raise WheelElfError(f"{prefix.member.name!r} is not an ELF file")
@@ -117,7 +157,7 @@ def _tables(prefix: MemberPrefix) -> linkclass.ObjectSymbols | None:
     if not first:
         return None
     limit = first[0]
-    found = _hash_tables(prefix, tables_at, limit)
+    found = _hash_tables(prefix, tables_at, limit) or _leading_dynsym(prefix, tables_at, limit)
     if found is None:
         return None
     count, dynsym_at = found
@@ -126,15 +166,24 @@ def _tables(prefix: MemberPrefix) -> linkclass.ObjectSymbols | None:
     if data[dynsym_at:dynsym_at + _SYM.size] != bytes(_SYM.size) or data[dynstr_at] != 0:
         return None
     entries = [_SYM.unpack_from(data, dynsym_at + i * _SYM.size) for i in range(count)]
-    strings = _Strings(prefix, dynstr_at)
-    undefined = frozenset(strings.at(e[0]) for e in entries if e[3] == 0 and e[0])
-    last = max((e[0] + len(strings.at(e[0])) for e in entries if e[0]), default=0)
-    every, end = strings.scan(limit - dynstr_at)
-    if end < last:  # the table has a hole before its last symbol name: not GNU ld's
+    return entries, _Strings(prefix, dynstr_at), limit, dynstr_at
+
+
+def _leading_dynsym(prefix: MemberPrefix, at: int, limit: int) -> tuple[int, int] | None:
+    """The number of dynamic symbols when .dynsym comes first (lld, torch's libraries): its
+    entries are read until one cannot be a symbol, which is where .dynstr begins (a NUL,
+    then a name's letters as binding and type fields that no symbol has)."""
+    if not _null_symbol(prefix, at, limit):
         return None
-    own = prefix.member.name.rsplit("/", 1)[-1]
-    libraries = {s for s in every if ".so" in s and "/" not in s and s != own}
-    return linkclass.ObjectSymbols(prefix.member.name, frozenset(libraries), undefined)
+    count, position = 1, at + _SYM.size
+    while position + _SYM.size <= limit:
+        data = prefix.need(position + _SYM.size)
+        _, info, other, shndx, _, _ = _SYM.unpack_from(data, position)
+        if info >> 4 not in (0, 1, 2, 10) or info & 0xF not in (0, 1, 2, 3, 4, 5, 6, 10) \
+                or other > 3 or (0xFF00 <= shndx < 0xFFF1) or shndx > 0xFFF2:
+            break
+        count, position = count + 1, position + _SYM.size
+    return (count, at) if count > 1 else None
 
 
 def _after_notes(phdr_end: int, notes: list[tuple[int, int]]) -> int:
