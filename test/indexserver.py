@@ -108,6 +108,7 @@ class ServedFile:
     requires_python: str | None = None
     metadata: str = "announced"
     hash_listed: str = "right"
+    upload_time: str | None = None  # PEP 700, on JSON pages
 
     def open(self) -> BinaryIO:
         return open(self.path, "rb") if self.path is not None else io.BytesIO(self.data or b"")
@@ -194,12 +195,13 @@ class IndexServer:
 
     def add_wheel(self, path: Path, *, yanked: bool | str = False,
                   requires_python: str | None = None, metadata: str = "announced",
-                  sha256: str = "right") -> ServedFile:
+                  sha256: str = "right", upload_time: str | None = None) -> ServedFile:
         """Serve a wheel file (read from disk when asked, never held in memory)."""
         project = str(parse_wheel_filename(path.name.replace("%2B", "+"))[0])
         return self._add(ServedFile(project, path.name, path, None, file_sha256(path),
                                     path.stat().st_size, _wheel_metadata(path), yanked,
-                                    requires_python, metadata, sha256))
+                                    requires_python, metadata, sha256,
+                                    upload_time=upload_time))
 
     def add(self, project: str, filename: str, data: bytes, *,
             metadata_bytes: bytes | None = None, yanked: bool | str = False,
@@ -319,6 +321,8 @@ class IndexServer:
         }
         if served.requires_python:
             entry["requires-python"] = served.requires_python
+        if served.upload_time:
+            entry["upload-time"] = served.upload_time
         announced = _announced_metadata(served)
         if announced is not None:
             value: Any = {"sha256": announced} if announced else True

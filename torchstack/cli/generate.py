@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from torchstack.cli._args import positive_int
+
 if TYPE_CHECKING:
     from torchstack.index.protocol import Index
 
@@ -69,6 +71,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--with-file", dest="project_files", action="append", default=[],
                         type=Path, metavar="FILE",
                         help="a file of such projects, one requirement a line, # comments")
+    parser.add_argument("--walk-back", type=positive_int, default=None, metavar="N",
+                        help="releases of each --with project to try, newest first, until one "
+                             "runs on the set's torch (default 12)")
     parser.add_argument("--print-build-command", action="store_true",
                         help="print the eb commands that build the written easystacks (here, "
                              "and as Slurm jobs) instead of the report")
@@ -102,7 +107,8 @@ def execute(args: argparse.Namespace) -> int:
         glibc=_glibc(args.glibc),
         robot_paths=tuple(args.robot_paths.split(":")) if args.robot_paths else None,
         allow_download_hash=args.allow_download_hash,
-        consumers=tuple(str(r) for r in site))
+        consumers=tuple(str(r) for r in site),
+        **({"walk_back": args.walk_back} if args.walk_back else {}))
     if NEWEST in specs:
         if len(specs) > 1:
             raise TorchstackError("--toolchain newest stands alone")
@@ -173,3 +179,4 @@ def _glibc(text: str) -> tuple[int, int]:
     if not (major.isdigit() and minor.isdigit()):
         raise TorchstackError(f"--glibc {text!r} is not of the form X.Y")
     return int(major), int(minor)
+

@@ -71,6 +71,7 @@ class Settings:
     robot_paths: tuple[str, ...] | None = None
     allow_download_hash: bool = False
     consumers: tuple[str, ...] = ()  # the site's torch consumers, as requirements (--with)
+    walk_back: int = siteprojects.WALK_BACK  # releases of each consumer tried, newest first
 
 
 @dataclass(frozen=True)
@@ -263,7 +264,8 @@ class _WheelSet:
                                       f"{self.set.torch.version}, generated as such")
                 continue
             result = siteprojects.resolve(self.resolver, requirement, self.set.torch,
-                                          self.set.variant, self.targets)
+                                          self.set.variant, self.targets,
+                                          self.settings.walk_back)
             self.out.notes.extend(result.notes)
             if result.resolved is not None:
                 found.append(result)

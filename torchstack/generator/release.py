@@ -30,7 +30,10 @@ from torchstack.generator._releasetypes import (
     Target,
     VariantSet,
 )
+from torchstack.index import consumers
 from torchstack.index.protocol import Index, IndexFile, ProjectNotFoundError
+from torchstack.index.torchsymbols import TorchSymbols
+from torchstack.index.wheelelf import Prediction
 
 __all__ = ["ARCHITECTURES", "COMPANIONS", "ReleaseError", "Request", "Resolved", "Resolver",
            "Target", "VariantSet", "newest_release", "validate_version", "variant_from_pins",
@@ -76,6 +79,8 @@ class Resolver:
         self._yanked: dict[tuple[str, str], list[IndexFile]] = {}
         self._not_listed: dict[tuple[str, str], str] = {}  # (location, project) -> its answer
         self.unreachable: dict[str, str] = {}  # index location -> why, when others answered
+        self._predictions: dict[str, Prediction | TorchstackError] = {}
+        self.torch_symbols = TorchSymbols()  # torch wheels' exports, read once per library
 
     def resolve(self, request: Request) -> list[VariantSet]:
         """Every requested variant of the release with its companions; ReleaseError if none."""
@@ -169,6 +174,18 @@ class Resolver:
             log.debug("%s: %s", index.location, exc)
             self.unreachable[index.location] = str(exc)
             return []
+
+    def predict(self, index: Index, file: IndexFile) -> Prediction:
+        """A consumer wheel's predicted fingerprint, from range reads (once per wheel)."""
+        if file.url not in self._predictions:
+            try:
+                self._predictions[file.url] = consumers.predict(index, file)
+            except TorchstackError as exc:
+                self._predictions[file.url] = exc
+        found = self._predictions[file.url]
+        if isinstance(found, TorchstackError):
+            raise found
+        return found
 
     def requires_dist(self, index: Index, file: IndexFile) -> tuple[str, ...]:
         """Requires-Dist of the version `file` belongs to: one metadata read per version."""

@@ -1,8 +1,9 @@
-"""The torch consumers a site carries beyond the companions (`generate --with`), resolved for
-one variant set: per architecture, the newest release its requirement admits whose
-Requires-Dist accepts the set's torch and that has a wheel there; then predicted from range
-reads of that wheel (index.wheelelf) and checked against the set's torch, so that a consumer
-that cannot run on it is reported before anything is built, never written.
+"""The torch consumers a site carries beyond the companions (`generate --with`, and `classify`,
+which reports what this resolves), resolved for one variant set: walking back from the newest
+release its requirement admits to the first whose Requires-Dist accepts the set's torch and
+whose wheels, predicted from range reads (index.wheelelf), run on it (compat, with the symbol
+check and the built-on release inferred from evidence where the metadata names none), so that
+a consumer that cannot run on it is reported before anything is built, never written.
 """
 
 from __future__ import annotations
@@ -23,10 +24,12 @@ from torchstack.fingerprint import Fingerprint, TorchFacts, abi_tag
 from torchstack.generator import abi
 from torchstack.generator._releasetypes import Resolved, Target
 from torchstack.generator.projects import About
-from torchstack.generator.release import Resolver
-from torchstack.index import consumers
+from torchstack.generator.release import Resolver, wheel_name_version
 from torchstack.index.catalog import CatalogIndex
 from torchstack.index.protocol import Index, IndexFile
+from torchstack.index.torchsymbols import BuiltOn, built_on, platform_wheels
+from torchstack.index.wheelelf import Prediction
+from torchstack.symbolcheck import SymbolCheck
 
 log = logging.getLogger(__name__)
 
@@ -62,56 +65,192 @@ def about(project: str) -> About:
                  f"{project}: a PyTorch extension, installed from its wheels.")
 
 
+WALK_BACK = 12  # releases of one project tried, newest first, before giving up
+
+
 def resolve(resolver: Resolver, requirement: Requirement, torch: Resolved, variant: str,
-            targets: Sequence[Target]) -> Found:
-    """The project's release for the set's architectures, its prediction, or why none."""
+            targets: Sequence[Target], walk_back: int = WALK_BACK) -> Found:
+    """The newest release of the project that fits the set's torch on its architectures.
+
+    Walks back from the newest release its requirement admits, at most `walk_back` releases:
+    a release fits when its Requires-Dist accepts the torch and every wheel of it that the
+    architectures take runs on the set's torch as predicted (link class, CUDA, symbols).
+    What one wheel shows holds for the release: a refusal on one architecture passes the
+    release over on all. The report names the releases passed over and why.
+    """
     project = canonicalize_name(requirement.name)
+    provider = _provider(torch, variant)
     found = Found()
-    chosen: dict[str, tuple[Index, Version, IndexFile, tuple[str, ...]]] = {}
-    for target in targets:
-        pick, why = _newest(resolver, requirement, torch, target)
-        if pick is None:
-            found.notes.append(f"{project}: not built for {target.arch}: {why}")
-        else:
-            chosen[target.arch] = pick
-    if not chosen:
+    passed: list[str] = []
+    candidates = _candidates(resolver, requirement, targets)
+    for index, version, wheels in candidates[:walk_back]:
+        refusal = _requires_refusal(resolver, index, wheels, torch, targets)
+        classes: dict[str, str] = {}
+        if refusal is None:
+            refusal = _fits(resolver, index, project, version, wheels, torch, provider,
+                            classes, found)
+        if refusal is not None:
+            passed.append(f"{version} ({refusal})")
+            continue
+        requires = resolver.requires_dist(index, next(iter(wheels.values())))
+        why = f"the newest {project} that runs on torch {torch.version}"
+        found.resolved = Resolved(project, str(version), dict(wheels), requires, index.location,
+                                  why)
+        lines = set(classes.values())
+        found.abi = lines.pop() if len(lines) == 1 else \
+            "; ".join(f"on {arch}: {line}" for arch, line in sorted(classes.items()))
+        for target in targets:
+            if target.arch not in wheels:
+                found.notes.append(f"{project}: not built for {target.arch}: {version} has no "
+                                   f"wheel for Python {target.python_version} there")
+        if passed:
+            found.notes.append(f"{project}: {version} taken; newer releases passed over: "
+                               + _shown(passed))
         return found
-    version = max((v for _, v, _, _ in chosen.values()),
-                  key=lambda v: (sum(c[1] == v for c in chosen.values()), v))
-    index, _, _, requires = next(c for c in chosen.values() if c[1] == version)
-    for arch, (_, other, _, _) in chosen.items():
-        if other != version:
-            found.notes.append(f"{project}: not built for {arch}: its newest fitting release "
-                               f"{other} differs from {version}, taken for the others")
-    wheels = {a: c[2] for a, c in chosen.items() if c[1] == version}
-    resolved = Resolved(project, str(version), wheels, requires, index.location,
-                        f"the newest {project} whose Requires-Dist accepts torch "
-                        f"{torch.version}")
-    return _checked(found, resolved, index, torch, variant)
+    why = _why_none(resolver, requirement, targets, torch, passed, len(candidates), walk_back)
+    found.notes.append(f"{project}: not built: {why}")
+    return found
 
 
-def _newest(resolver: Resolver, requirement: Requirement, torch: Resolved, target: Target
-            ) -> tuple[tuple[Index, Version, IndexFile, tuple[str, ...]] | None, str]:
-    release = Version(torch.public_version)
-    refused: list[str] = []
+def _candidates(resolver: Resolver, requirement: Requirement, targets: Sequence[Target]
+                ) -> list[tuple[Index, Version, dict[str, IndexFile]]]:
+    """The releases the requirement admits with a wheel for at least one target, newest
+    first (the first index that has a release wins), each with its wheel per architecture."""
+    project = canonicalize_name(requirement.name)
+    found: dict[Version, tuple[Index, dict[str, IndexFile]]] = {}
     for index in resolver.indexes:
-        for version, wheels in resolver.versions(index, canonicalize_name(requirement.name),
-                                                 [target], None, False):
+        for file in resolver.files(index, project):
+            version = Version(wheel_name_version(file.filename)[1].public)
             if not requirement.specifier.contains(version, prereleases=False):
                 continue
-            requires = resolver.requires_dist(index, wheels[target.arch])
-            spec = _torch_spec(requires, target)
-            if spec is not None and not spec.contains(release, prereleases=True):
-                refused.append(f"{version} requires torch{spec}")
-                continue
-            return (index, version, wheels[target.arch], requires), ""
-    if refused:
-        return None, f"no release accepts torch {torch.version} ({'; '.join(refused[:2])})"
+            for target in targets:
+                if target.misfit(file.filename) is None:
+                    entry = found.setdefault(version, (index, {}))
+                    if entry[0] is index:
+                        entry[1].setdefault(target.arch, file)
+    return [(index, version, wheels) for version, (index, wheels)
+            in sorted(found.items(), reverse=True)]
+
+
+def _requires_refusal(resolver: Resolver, index: Index, wheels: dict[str, IndexFile],
+                      torch: Resolved, targets: Sequence[Target]) -> str | None:
+    release = Version(torch.public_version)
+    requires = resolver.requires_dist(index, next(iter(wheels.values())))
+    for target in targets:
+        spec = _torch_spec(requires, target)
+        if spec is not None and not spec.contains(release, prereleases=True):
+            return f"requires torch{spec}"
+    return None
+
+
+def _fits(resolver: Resolver, index: Index, project: str, version: Version,
+          wheels: dict[str, IndexFile], torch: Resolved, provider: Fingerprint,
+          classes: dict[str, str], found: Found) -> str | None:
+    """Why one wheel of the release cannot run on the set's torch, or None with the class of
+    each wheel in `classes`."""
+    label = f"{project} {version}"
+    for arch, file in sorted(wheels.items()):
+        try:
+            prediction = resolver.predict(index, file)
+        except TorchstackError as exc:
+            log.debug("%s: no prediction: %s", label, exc)
+            classes[arch] = f"{label}: class recorded at install ({exc})"
+            continue
+        found.modulename = found.modulename or own_module(project, prediction.top_level)
+        predicted = prediction.fingerprint
+        if predicted is None:
+            classes[arch] = (f"{label}: does not depend on torch (no torch requirement, no "
+                             "libtorch link)")
+            continue
+        judged = _judged(resolver, index, file, prediction, predicted, torch, provider)
+        if isinstance(judged, str):
+            return f"on {arch}: {judged}"
+        consumer, symbols, note = judged
+        verdict = compat.check(provider, consumer, symbols)
+        if not verdict.compatible:
+            return f"on {arch}: {'; '.join(verdict.reasons)}"
+        line = dataclasses.replace(prediction, fingerprint=consumer).summary(label)
+        classes[arch] = line + (f" ({note})" if note else "")
+    return None
+
+
+def _judged(resolver: Resolver, index: Index, file: IndexFile, prediction: Prediction,
+            predicted: Fingerprint, torch: Resolved, provider: Fingerprint
+            ) -> tuple[Fingerprint, SymbolCheck | None, str] | str:
+    """The consumer as compat is to judge it, the symbol check, and how its release was found;
+    or why it cannot be judged. A C++ consumer whose metadata names no release is never taken
+    as built on the set's torch: its symbols decide, or, if it registers kernels through the
+    dispatcher, the release they bracket (torchstack.index.torchsymbols)."""
+    if predicted.link != "cxx" or predicted.torch.release is not None:
+        return predicted, None, ""
+    torch_file = torch.wheels.get(_arch_of(file, torch))
+    libraries = predicted.torch_libraries
+    try:
+        if not predicted.registers_kernels and torch_file is not None:
+            check = resolver.torch_symbols.verify(index_of(resolver, torch), torch_file,
+                                                   prediction.imports, libraries)
+            return predicted, check, ""
+        if not predicted.registers_kernels:
+            return "its libtorch symbols cannot be checked: no torch wheel for its platform"
+        built = _bracket(resolver, file, prediction, predicted, torch)
+    except TorchstackError as exc:
+        return (f"names no torch release, and the symbols that would decide could not be read "
+                f"from torch's wheels: {exc}")
+    if built.release is None:
+        return f"registers kernels through libtorch's dispatcher and names no torch release; " \
+            f"{built.evidence}"
+    consumer = compat.assume_built_against(
+        dataclasses.replace(provider, torch=dataclasses.replace(provider.torch,
+                                                                release=built.release)),
+        predicted)
+    return consumer, None, built.evidence
+
+
+def _bracket(resolver: Resolver, file: IndexFile, prediction: Prediction,
+             predicted: Fingerprint, torch: Resolved) -> BuiltOn:
+    """The release a dispatcher-bound consumer was built on, from torch's wheels on the index
+    for the consumer's platform."""
+    index = index_of(resolver, torch)
+    target = _target_of(file, torch)
+    flavour = compat.needed_flavour(predicted)
+    wheels = platform_wheels(resolver.files(index, "torch"), target[0], target[1],
+                             flavour if flavour != "cpu" else None)
+    return built_on(resolver.torch_symbols, index, wheels, prediction.imports,
+                    predicted.torch_libraries, file.upload_time,
+                    Version(torch.public_version))
+
+
+def index_of(resolver: Resolver, torch: Resolved) -> Index:
+    """The index the set's torch came from."""
+    return next((i for i in resolver.indexes if i.location == torch.index), resolver.indexes[0])
+
+
+def _arch_of(file: IndexFile, torch: Resolved) -> str:
+    return next((a for a, f in torch.wheels.items() if a in file.filename), "")
+
+
+def _target_of(file: IndexFile, torch: Resolved) -> tuple[tuple[int, int], str]:
+    """The Python and architecture of the set's torch wheel for the consumer's platform."""
+    arch = _arch_of(file, torch) or "x86_64"
+    torch_file = torch.wheels.get(arch)
+    tag = (torch_file.filename if torch_file else file.filename).split("-")[-3]
+    digits = tag[2:] if tag.startswith("cp") and tag[2:].isdigit() else "313"
+    return (int(digits[0]), int(digits[1:])), arch
+
+
+def _why_none(resolver: Resolver, requirement: Requirement, targets: Sequence[Target],
+              torch: Resolved, passed: list[str], candidates: int, walk_back: int) -> str:
+    if passed:
+        more = f" (of {candidates}; raise --walk-back to try older ones)" \
+            if candidates > walk_back else ""
+        return (f"no release among the {len(passed)} newest{more} runs on torch "
+                f"{torch.version}: " + _shown(passed))
     unrecorded = _unrecorded(resolver, canonicalize_name(requirement.name))
     if unrecorded:
-        return None, unrecorded
-    return None, (f"no release that {str(requirement)!r} admits has a wheel for Python "
-                  f"{target.python_version} on {target.arch}")
+        return unrecorded
+    pythons = sorted({t.python_version for t in targets})
+    return (f"no release that {str(requirement)!r} admits has a wheel for Python "
+            f"{', '.join(pythons)} on {', '.join(t.arch for t in targets)}")
 
 
 def _unrecorded(resolver: Resolver, project: str) -> str:
@@ -134,52 +273,10 @@ def _torch_spec(requires: tuple[str, ...], target: Target) -> SpecifierSet | Non
     return None
 
 
-def _checked(found: Found, resolved: Resolved, index: Index, torch: Resolved,
-             variant: str) -> Found:
-    """The prediction of each architecture's wheel checked against the set's torch: an
-    architecture whose wheel cannot run on it is dropped with the reason; the class of each
-    kept one goes to the report (once when they agree)."""
-    provider = _provider(torch, variant)
-    classes: dict[str, str] = {}
-    for arch, file in sorted(resolved.wheels.items()):
-        line, refusal, modules = _predicted(resolved, index, file, torch, provider)
-        found.modulename = found.modulename or own_module(resolved.project, modules)
-        if refusal is not None:
-            found.notes.append(f"{resolved.project}: not built for {arch}: {refusal}")
-        else:
-            classes[arch] = line
-    if not classes:
-        return found
-    found.resolved = dataclasses.replace(
-        resolved, wheels={a: f for a, f in resolved.wheels.items() if a in classes})
-    lines = set(classes.values())
-    found.abi = lines.pop() if len(lines) == 1 else \
-        "; ".join(f"on {arch}: {line}" for arch, line in classes.items())
-    return found
-
-
-def _predicted(resolved: Resolved, index: Index, file: IndexFile, torch: Resolved,
-               provider: Fingerprint) -> tuple[str, str | None, tuple[str, ...]]:
-    """The report text of one wheel's predicted class, why it cannot run (or None), and the
-    modules it installs at the top level."""
-    label = f"{resolved.project} {resolved.version}"
-    try:
-        prediction = consumers.predict(index, file)
-    except TorchstackError as exc:
-        log.debug("%s: no prediction: %s", label, exc)
-        return f"{label}: class recorded at install ({exc})", None, ()
-    predicted = prediction.fingerprint
-    if predicted is None:
-        return (f"{label}: does not depend on torch (no torch requirement, no libtorch link)",
-                None, prediction.top_level)
-    assumed = compat.assume_built_against(provider, predicted)
-    verdict = compat.check(provider, assumed)
-    if not verdict.compatible:
-        return "", "; ".join(verdict.reasons), prediction.top_level
-    line = dataclasses.replace(prediction, fingerprint=assumed).summary(label)
-    if assumed is not predicted:  # what install records too (compat.assume_built_against)
-        line += f" (no torch release in its metadata: taken as built on {torch.version})"
-    return line, None, prediction.top_level
+def _shown(passed: list[str], most: int = 3) -> str:
+    """The first releases passed over and why, and how many more."""
+    more = f"; and {len(passed) - most} older" if len(passed) > most else ""
+    return "; ".join(passed[:most]) + more
 
 
 def own_module(project: str, modules: Sequence[str]) -> str | None:

@@ -43,7 +43,7 @@ _NONE = type(None)
 _ENTRY = {"project": (str,), "filename": (str,), "url": (str,), "sha256": (str, _NONE),
           "size": (int, _NONE), "requires_python": (str, _NONE), "yanked": (bool,),
           "core_metadata": (bool,), "metadata_sha256": (str, _NONE),
-          "yanked_reason": (str, _NONE)}  # the fields of IndexFile
+          "yanked_reason": (str, _NONE), "upload_time": (str, _NONE)}  # the fields of IndexFile
 _OPTIONAL = {f.name for f in dataclasses.fields(IndexFile)
              if f.default is not dataclasses.MISSING}
 

@@ -97,6 +97,7 @@ def _json_file(project: str, entry: Any, position: int, page_url: str) -> IndexF
     size = _typed(entry, "size", (int, type(None)), where)
     requires = _typed(entry, "requires-python", (str, type(None)), where)
     yanked = _typed(entry, "yanked", (bool, str, type(None)), where)
+    uploaded = _typed(entry, "upload-time", (str, type(None)), where)
     return IndexFile(
         project=project, filename=entry["filename"], url=_absolute(page_url, entry["url"]),
         sha256=_sha256_of(hashes, f"{where}: 'hashes'"),
@@ -106,6 +107,7 @@ def _json_file(project: str, entry: Any, position: int, page_url: str) -> IndexF
         metadata_sha256=(_sha256_of(metadata, f"{where}: 'core-metadata'")
                          if isinstance(metadata, dict) else None),
         yanked_reason=yanked if isinstance(yanked, str) and yanked else None,
+        upload_time=uploaded or None,
     )
 
 

@@ -34,6 +34,7 @@ class IndexFile:
     core_metadata: bool  # PEP 658/714: the index announces `<url>.metadata`
     metadata_sha256: str | None = None  # hash of that .metadata file, when the index gives one
     yanked_reason: str | None = None  # PEP 592: why, when the index says
+    upload_time: str | None = None  # PEP 700 (JSON pages only): ISO 8601, e.g. 2025-12-10T15:55Z
 
 
 class Index(Protocol):

@@ -66,6 +66,7 @@ class Prediction:
     objects: list[ObjectRead] = field(default_factory=list)
     shim_floor: str | None = None  # the oldest torch with every stable C shim used
     top_level: tuple[str, ...] = ()  # the modules the wheel installs at the top level
+    imports: frozenset[str] = frozenset()  # libtorch symbols a torch build must export for it
 
     @property
     def unread(self) -> list[ObjectRead]:
@@ -157,7 +158,8 @@ def predict(read: _zipdir.Reader, size: int, tail: bytes, label: str, *,
         raise WheelElfError(f"{label!r} is torch itself, not a consumer")
     fingerprint = consumer_fingerprint(dist, evidence)
     return Prediction(fingerprint, size, counted.fetched + len(tail), objects,
-                      evidence.minimum_torch(), tuple(top_level_modules(dist.listing())))
+                      evidence.minimum_torch(), tuple(top_level_modules(dist.listing())),
+                      evidence.torch_imports)
 
 
 def predict_file(path: Path, *, max_inflated: int = MAX_INFLATED) -> Prediction:
