@@ -36,6 +36,7 @@ from torchstack.errors import TorchstackError
 log = logging.getLogger(__name__)
 
 _TORCH_LIB_DIR = "torch/lib/"
+_LONGEST_EXAMPLE = 160
 # libraries looked up first: those that define nearly all of what consumers import
 _FIRST = ("libc10.so", "libtorch_cpu.so", "libtorch.so", "libtorch_python.so",
           "libc10_cuda.so", "libtorch_cuda.so")
@@ -62,6 +63,8 @@ class SymbolCheck:
         if self.resolved:
             return f"verified: {self.needed:,} libtorch symbols resolved in {self.provider}"
         example = demangle_symbol(self.missing[0])
+        if len(example) > _LONGEST_EXAMPLE:  # template arguments can run to a kilobyte
+            example = example[:_LONGEST_EXAMPLE - 3] + "..."
         return (f"{len(self.missing):,} of {self.needed:,} libtorch symbols missing in "
                 f"{self.provider}, e.g. {example}")
 
