@@ -85,6 +85,21 @@ def verify_paths(provider_path: str, consumer_path: str, consumer_name: str,
         return verify(torch[0], needed, provider_label)
 
 
+def verify_installation(consumer_root: str | Path, provider_root: str | Path,
+                        consumers: Iterable[str], label: str) -> dict[str, SymbolCheck]:
+    """The symbol check of each named consumer of an installation (an EasyBuild prefix)
+    against the torch of another (or the same) one, by consumer name."""
+    with _distributions(str(provider_root)) as providers:
+        torch = [d for d in providers if d.key == "torch"]
+        if not torch:
+            return {}
+        with _distributions(str(consumer_root)) as found:
+            by_name = {d.key: d for d in found}
+            return {name: verify(torch[0], consumer_imports(by_name[normalize_name(name)]),
+                                 label)
+                    for name in consumers if normalize_name(name) in by_name}
+
+
 @contextmanager
 def _distributions(path: str) -> Iterator[list[Distribution]]:
     target = Path(path)

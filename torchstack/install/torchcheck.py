@@ -14,6 +14,7 @@ from torchstack import compat
 from torchstack.errors import TorchstackError
 from torchstack.fingerprint import Fingerprint, installation_fingerprints, strongest
 from torchstack.guards import record
+from torchstack.symbolcheck import SymbolCheck, verify_installation
 
 
 class InstallationError(TorchstackError):
@@ -36,13 +37,30 @@ def provider_of(root: str | Path | None) -> Fingerprint | None:
 
 
 def examine(installdir: str | Path, dependency_torch_root: str | Path | None) -> Installation:
-    """Fingerprint `installdir`; raise with every reason when a consumer does not fit."""
+    """Fingerprint `installdir`; raise with every reason when a consumer does not fit.
+
+    Every libtorch symbol a consumer imports is looked up in the torch it is checked on; a
+    C++ consumer whose metadata names no release is recorded as built on that torch (it was
+    installed, verified and import-tested on it), so that the guards hold it to it.
+    """
     own_torch, consumers = installation_fingerprints(installdir)
     provider = own_torch or provider_of(dependency_torch_root)
     if provider is not None:
+        root = installdir if own_torch is not None else dependency_torch_root
+        checks = _symbol_checks(installdir, root, provider, consumers)
         consumers = [compat.assume_built_against(provider, c) for c in consumers]
-        refusals = [v.line() for v in (compat.check(provider, c) for c in consumers)
-                    if not v.compatible]
+        verdicts = [compat.check(provider, c, checks.get(c.name)) for c in consumers]
+        refusals = [v.line() for v in verdicts if not v.compatible]
         if refusals:
             raise InstallationError("; ".join(refusals))
     return Installation(own_torch or strongest(consumers), provider)
+
+
+def _symbol_checks(installdir: str | Path, torch_root: str | Path | None, provider: Fingerprint,
+                   consumers: list[Fingerprint]) -> dict[str, SymbolCheck]:
+    """The symbol check of each consumer that binds libtorch, where torch's files are at hand
+    (a recorded fingerprint of a module whose files are gone is checked by its rules only)."""
+    names = [c.name for c in consumers if c.link in ("cxx", "stable")]
+    if not names or not torch_root:
+        return {}
+    return verify_installation(installdir, torch_root, names, f"torch {provider.version}")
