@@ -26,7 +26,13 @@ stable) served on 127.0.0.1, each classified before install from range reads
 (torchstack.index.wheelelf): the bytes the server sent for the wheel against its size, and
 the predicted class.
 
-Usage: python3 bench/generate.py [--rounds N] [--json]
+With --pypi (network: PyPI itself), the site's consumers that name no torch release:
+`generate 2.9.1 --with torchcodec --with torchao --with xformers` against https://pypi.org/simple/
+for one toolchain. Printed: the wall time (target under 60 s), every byte received over TLS
+(target under 64 MB, against the GBs of the wheels), the bytes read per consumer wheel
+predicted and per torch wheel whose symbol tables were read, and what was written or left out.
+
+Usage: python3 bench/generate.py [--rounds N] [--json] [--pypi]
 """
 
 from __future__ import annotations
@@ -155,11 +161,101 @@ def consumer_figures() -> list[dict[str, Any]]:
     return rows
 
 
+PYPI_CONSUMERS = ("torchcodec", "torchao", "xformers")
+TARGET_PYPI_BYTES = 64 << 20
+TARGET_PYPI_SECONDS = 60.0
+
+
+def pypi_figures() -> dict[str, Any]:
+    """generate 2.9.1 --with the three consumers against PyPI, every received byte counted."""
+    import ssl
+
+    from torchstack.index import consumers as consumer_reads
+    from torchstack.index.torchsymbols import TorchSymbols
+
+    received = [0]
+    original = ssl.SSLSocket.recv_into
+
+    def counting(self: ssl.SSLSocket, buffer: Any, nbytes: int = 0, flags: int = 0) -> int:
+        got = original(self, buffer, nbytes, flags)
+        received[0] += got
+        return got
+
+    per_consumer: dict[str, int] = {}
+    predict = consumer_reads.predict
+
+    def predicting(index: Any, file: Any) -> Any:
+        found = predict(index, file)
+        per_consumer[file.filename] = found.bytes_read
+        return found
+
+    readers: list[TorchSymbols] = []
+    init = TorchSymbols.__init__
+
+    def registering(self: TorchSymbols) -> None:
+        init(self)
+        readers.append(self)
+
+    ssl.SSLSocket.recv_into = counting  # type: ignore[method-assign]
+    consumer_reads.predict = predicting  # type: ignore[assignment]
+    TorchSymbols.__init__ = registering  # type: ignore[method-assign]
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench-pypi-") as tmp:
+            argv = ["generate", RELEASE, "--toolchain", "foss/2025a", "--index",
+                    "https://pypi.org/simple/", "--out", str(Path(tmp) / "out")]
+            for project in PYPI_CONSUMERS:
+                argv += ["--with", project]
+            report = io.StringIO()
+            start = time.perf_counter()
+            with contextlib.redirect_stdout(report):
+                code = main(argv)
+            seconds = time.perf_counter() - start
+            written = sorted(p.name for p in (Path(tmp) / "out").glob("*.eb")
+                             if p.name.split("-")[0] in PYPI_CONSUMERS)
+    finally:
+        ssl.SSLSocket.recv_into = original  # type: ignore[method-assign]
+        consumer_reads.predict = predict  # type: ignore[assignment]
+        TorchSymbols.__init__ = init  # type: ignore[method-assign]
+    providers = {name: n for reader in readers for name, n in reader.fetched.items()}
+    left_out = [line for line in report.getvalue().splitlines()
+                if any(line.split(": ", 1)[-1].startswith(f"{p}: not built")
+                       for p in PYPI_CONSUMERS)]
+    return {"exit": code, "seconds": round(seconds, 1), "bytes_received": received[0],
+            "target_bytes_met": received[0] < TARGET_PYPI_BYTES,
+            "target_seconds_met": seconds < TARGET_PYPI_SECONDS,
+            "bytes_per_consumer_wheel": per_consumer, "bytes_per_torch_wheel": providers,
+            "written": written, "left_out": left_out}
+
+
+def _pypi_table(f: dict[str, Any]) -> str:
+    return "\n".join([
+        f"torchstack generate {RELEASE} --with {' --with '.join(PYPI_CONSUMERS)} against PyPI "
+        f"(exit {f['exit']})",
+        f"  wall time              {f['seconds']:8.1f} s   target < {TARGET_PYPI_SECONDS:.0f} s: "
+        f"{'met' if f['target_seconds_met'] else 'NOT met'}",
+        f"  bytes received         {f['bytes_received']:>14,}   target < 64 MB: "
+        f"{'met' if f['target_bytes_met'] else 'NOT met'}",
+        f"  consumer wheels predicted: {len(f['bytes_per_consumer_wheel'])}, "
+        f"{sum(f['bytes_per_consumer_wheel'].values()):,} bytes",
+        *(f"    {n:>12,}  {name}" for name, n in sorted(f["bytes_per_consumer_wheel"].items())),
+        f"  torch wheels whose symbol tables were read: {len(f['bytes_per_torch_wheel'])}",
+        *(f"    {n:>12,}  {name}" for name, n in sorted(f["bytes_per_torch_wheel"].items())),
+        f"  written: {', '.join(f['written']) or 'none'}",
+        *(f"  left out: {line[:300]}" for line in f["left_out"]),
+    ])
+
+
 def main_bench(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=positive, default=5)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--pypi", action="store_true",
+                        help="the consumers against PyPI itself (network) instead")
     args = parser.parse_args(argv)
+    if args.pypi:
+        figures = pypi_figures()
+        print(json.dumps(figures) if args.json else _pypi_table(figures))
+        return 0
     with tempfile.TemporaryDirectory(prefix="bench-generate-") as tmp:
         log("building the local index (sparse wheels of the real sizes)...")
         wheels, sizes = build_index(Path(tmp) / "wheels")
