@@ -125,3 +125,30 @@ class TestRealLayouts:
             with pytest.raises(torchsymbols.TorchstackError, match="libtorch_cpu.so': needs "
                                                                   r"\d+ inflated bytes"):
                 TorchSymbols().exports(index, file, ["libtorch_cpu.so"])
+
+
+class TestBadInput:
+    @pytest.mark.parametrize(
+        ("library", "message"),
+        [
+            # an ELF header whose fields lie (program headers of no size, past the member)
+            (b"\x7fELF\x02\x01\x01" + bytes(9) + b"\x03\x00\x3e\x00" + bytes(4)
+             + bytes(8) + (64).to_bytes(8, "little") + bytes(16) + (56).to_bytes(2, "little")
+             + (900).to_bytes(2, "little") + bytes(6), "is a damaged ELF file"),
+            # not ELF at all
+            (b"MZ" + bytes(200), "is not an ELF file"),
+        ],
+        ids=["tables-lie", "not-elf"],
+    )
+    def test_lying_tables_are_an_error_not_an_answer(
+            self, tmp_path: Path, library: bytes, message: str) -> None:
+        from synthetic import version_py
+        from wheelbuild import build_wheel
+
+        wheel = build_wheel(tmp_path, "torch", "2.13.0+cpu", {
+            "torch/version.py": version_py("2.13.0+cpu").encode(),
+            "torch/lib/libc10.so": library})
+        with IndexServer([wheel]) as server:
+            index = SimpleIndex(server.index_url)
+            with pytest.raises(torchsymbols.TorchstackError, match=message):
+                TorchSymbols().exports(index, index.files("torch")[0], [])

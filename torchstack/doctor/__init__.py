@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 
-from torchstack.doctor.consumers import consumer_findings, torch_findings, verdict_of
+from torchstack.doctor.consumers import consumer_findings, torch_findings, verdicts_of
 from torchstack.doctor.findings import DoctorError, Finding
 from torchstack.doctor.importcheck import import_findings, run_imports, top_level_modules
 from torchstack.doctor.interpreter import Interpreter, current, query
@@ -46,7 +46,8 @@ def diagnose(
     findings = torch_findings(stack)
     findings += requirement_findings(stack, interpreter.version_text)
     findings += placement_findings(stack, Places(interpreter, surroundings))
-    findings += consumer_findings(stack)
+    verdicts = verdicts_of(stack)
+    findings += consumer_findings(stack, verdicts)
     findings += venv_findings(stack, interpreter, environ)
     uses, unreadable = resolve_stack(stack, surroundings, interpreter.path, system_dirs)
     findings += library_findings(uses, unreadable, stack, interpreter.version_text)
@@ -60,7 +61,7 @@ def diagnose(
         interpreter=interpreter,
         torch_folder=stack.torch.folder if stack.torch else None,
         provider=stack.provider,
-        consumers=_consumer_states(stack),
+        consumers=tuple(ConsumerState(c, v) for c, v in zip(stack.consumers, verdicts)),
         libraries=tuple(uses),
         jit=jit,
         findings=tuple(findings),
@@ -71,12 +72,6 @@ def _jit(stack: Stack, environ: Mapping[str, str], default_home: str) -> JitRead
     if stack.provider is None or stack.torch is None:
         return None
     return readiness(environ, stack.provider, stack.torch.folder, default_home)
-
-
-def _consumer_states(stack: Stack) -> tuple[ConsumerState, ...]:
-    provider = stack.provider
-    return tuple(ConsumerState(c, verdict_of(provider, c) if provider else None)
-                 for c in stack.consumers)
 
 
 __all__ = ["DEFAULT_CUDA_HOME", "DoctorError", "Finding", "Interpreter", "Report", "current",
