@@ -60,7 +60,7 @@ class TorchSymbols:
     """Exports of torch wheels' libraries, read by ranges once per wheel and library."""
 
     def __init__(self) -> None:
-        self._exports: dict[tuple[str, str], frozenset[str]] = {}
+        self._exports: dict[tuple[str, str], frozenset[str] | TorchstackError] = {}
         self.fetched: dict[str, int] = {}  # wheel file name -> packed bytes read
 
     def verify(self, index: Index, torch: IndexFile, imports: Iterable[str],
@@ -79,29 +79,56 @@ class TorchSymbols:
             self._read(index, torch, missing)
         found: set[str] = set()
         for name in names:
-            found |= self._exports[(torch.url, name)]
+            known = self._exports[(torch.url, name)]
+            if isinstance(known, TorchstackError):  # unreadable: said again, never re-read
+                raise known
+            found |= known
         return frozenset(found)
 
     def _read(self, index: Index, torch: IndexFile, names: list[str]) -> None:
-        with _reader(index, torch) as (read, size, tail):
-            counted = _Counted(read)
-            try:
-                ranges, entries = _zipdir.open_directory(counted, size, tail)
-            except _zipdir.ZipDirectoryError as exc:
-                raise TorchSymbolsError(f"{torch.filename!r}: {exc}") from exc
-            members = {m.name.rsplit("/", 1)[-1]: m for m in entries
-                       if m.name.startswith("torch/lib/")}
-            if "libc10.so" not in members:
-                raise TorchSymbolsError(f"{torch.filename!r} has no torch/lib/libc10.so")
+        """Read each named library's exports, or remember why it cannot be read."""
+        counted: _Counted | None = None
+        try:
+            with _reader(index, torch) as (read, size, tail):
+                counted = _Counted(read, len(tail))
+                members = self._members(torch, counted, size, tail)
+                for name in names:
+                    self._exports[(torch.url, name)] = self._library(members, name, torch)
+        except TorchstackError as exc:
             for name in names:
-                member = members.get(name)
-                self._exports[(torch.url, name)] = frozenset() if member is None else \
-                    _elfprefix.object_exports(_elfprefix.MemberPrefix(ranges, member,
-                                                                      MAX_TABLES))
-        self.fetched[torch.filename] = self.fetched.get(torch.filename, 0) + counted.fetched \
-            + len(tail)
-        log.debug("%s: %s read %d packed bytes", torch.filename, ", ".join(names),
-                  counted.fetched + len(tail))
+                self._exports.setdefault((torch.url, name), exc)
+        finally:
+            if counted is not None:
+                self.fetched[torch.filename] = self.fetched.get(torch.filename, 0) \
+                    + counted.fetched
+                log.debug("%s: %s read %d packed bytes", torch.filename, ", ".join(names),
+                          counted.fetched)
+
+    @staticmethod
+    def _members(torch: IndexFile, counted: _Counted, size: int, tail: bytes
+                 ) -> dict[str, tuple[_zipdir._Ranges, _zipdir.Member]]:
+        try:
+            ranges, entries = _zipdir.open_directory(counted, size, tail)
+        except _zipdir.ZipDirectoryError as exc:
+            raise TorchSymbolsError(f"{torch.filename!r}: {exc}") from exc
+        members = {m.name.rsplit("/", 1)[-1]: (ranges, m) for m in entries
+                   if m.name.startswith("torch/lib/")}
+        if "libc10.so" not in members:
+            raise TorchSymbolsError(f"{torch.filename!r} has no torch/lib/libc10.so")
+        return members
+
+    @staticmethod
+    def _library(members: dict[str, tuple[_zipdir._Ranges, _zipdir.Member]], name: str,
+                 torch: IndexFile) -> frozenset[str] | TorchstackError:
+        if name not in members:
+            return frozenset()
+        ranges, member = members[name]
+        try:
+            return _elfprefix.object_exports(_elfprefix.MemberPrefix(ranges, member,
+                                                                     MAX_TABLES))
+        except TorchstackError as exc:
+            log.debug("%s: %s not read: %s", torch.filename, name, exc)
+            return exc
 
 
 def built_on(symbols: TorchSymbols, index: Index, torch_files: Sequence[IndexFile],
@@ -213,8 +240,8 @@ def _reader(index: Index, file: IndexFile) -> Iterator[tuple[_zipdir.Reader, int
 
 
 class _Counted:
-    def __init__(self, read: _zipdir.Reader) -> None:
-        self._read, self.fetched = read, 0
+    def __init__(self, read: _zipdir.Reader, already: int = 0) -> None:
+        self._read, self.fetched = read, already
 
     def __call__(self, offset: int, length: int) -> bytes:
         data = self._read(offset, length)
