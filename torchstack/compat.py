@@ -81,13 +81,13 @@ def check(provider: Fingerprint, consumer: Fingerprint,
         reasons.insert(0, symbols.line())
     if reasons:
         return Verdict(False, tuple(reasons))
-    why = _why_compatible(provider, judged)
+    if symbols is None or consumer.link == "python":
+        return Verdict(True, (_why_compatible(provider, judged),))
     if judged is not consumer:
-        why = (f"{_who(consumer)} names no torch release and registers no kernels through "
-               f"libtorch's dispatcher, so its symbols decide: {symbols.line() if symbols else ''}")
-    elif symbols is not None and consumer.link != "python":
-        why += f"; {symbols.line()}"
-    return Verdict(True, (why,))
+        return Verdict(True, (f"{_who(consumer)} names no torch release and registers no "
+                              f"kernels through libtorch's dispatcher, so its symbols decide: "
+                              f"{symbols.line()}",))
+    return Verdict(True, (f"{_why_compatible(provider, judged)}; {symbols.line()}",))
 
 
 def _loose_cxx(consumer: Fingerprint) -> bool:

@@ -234,3 +234,15 @@ def _inflate(member: Member, data: bytes, limit: int) -> bytes:
                                 f"{size_text(limit)} for a METADATA file (max_metadata; its "
                                 "sizes in the zip are false)")
     return inflated
+
+
+class Counted:
+    """A range reader that counts the bytes it fetched (`already`: bytes read before it)."""
+
+    def __init__(self, read: Reader, already: int = 0) -> None:
+        self._read, self.fetched = read, already
+
+    def __call__(self, offset: int, length: int) -> bytes:
+        data = self._read(offset, length)
+        self.fetched += len(data)
+        return data

@@ -87,10 +87,10 @@ class TorchSymbols:
 
     def _read(self, index: Index, torch: IndexFile, names: list[str]) -> None:
         """Read each named library's exports, or remember why it cannot be read."""
-        counted: _Counted | None = None
+        counted: _zipdir.Counted | None = None
         try:
             with _reader(index, torch) as (read, size, tail):
-                counted = _Counted(read, len(tail))
+                counted = _zipdir.Counted(read, len(tail))
                 members = self._members(torch, counted, size, tail)
                 for name in names:
                     self._exports[(torch.url, name)] = self._library(members, name, torch)
@@ -105,7 +105,7 @@ class TorchSymbols:
                           counted.fetched)
 
     @staticmethod
-    def _members(torch: IndexFile, counted: _Counted, size: int, tail: bytes
+    def _members(torch: IndexFile, counted: _zipdir.Counted, size: int, tail: bytes
                  ) -> dict[str, tuple[_zipdir._Ranges, _zipdir.Member]]:
         try:
             ranges, entries = _zipdir.open_directory(counted, size, tail)
@@ -237,13 +237,3 @@ def _reader(index: Index, file: IndexFile) -> Iterator[tuple[_zipdir.Reader, int
     if ranges is None:
         raise TorchSymbolsError(f"{index.location} cannot read ranges of {file.filename}")
     yield ranges(file.url)
-
-
-class _Counted:
-    def __init__(self, read: _zipdir.Reader, already: int = 0) -> None:
-        self._read, self.fetched = read, already
-
-    def __call__(self, offset: int, length: int) -> bytes:
-        data = self._read(offset, length)
-        self.fetched += len(data)
-        return data

@@ -107,18 +107,6 @@ class Prediction:
         return text
 
 
-class _Counted:
-    """A range reader that counts the bytes it fetched."""
-
-    def __init__(self, read: _zipdir.Reader) -> None:
-        self._read, self.fetched = read, 0
-
-    def __call__(self, offset: int, length: int) -> bytes:
-        data = self._read(offset, length)
-        self.fetched += len(data)
-        return data
-
-
 # -- whole wheels ----------------------------------------------------------------------
 
 
@@ -147,7 +135,7 @@ def predict(read: _zipdir.Reader, size: int, tail: bytes, label: str, *,
     Objects whose tables lie beyond `max_inflated` are listed in `Prediction.unread`; the
     fingerprint then stands on the others only.
     """
-    counted = _Counted(read)
+    counted = _zipdir.Counted(read)
     try:
         ranges, entries = _zipdir.open_directory(counted, size, tail)
         dist = _distribution(ranges, entries, label)
