@@ -73,12 +73,14 @@ def check(provider: Fingerprint, consumer: Fingerprint,
     if consumer.role != "consumer":
         raise CompatError(f"{_who(consumer)} is a torch provider, not a consumer")
     judged = consumer
-    if symbols is not None and symbols.resolved and _loose_cxx(consumer):
-        judged = assume_built_against(provider, consumer)
+    if symbols is not None and _loose_cxx(consumer):
+        judged = assume_built_against(provider, consumer)  # its symbols decide its release
     rules = RULES[consumer.link or "python"]
     reasons = [r for r in (rule.check(provider, judged) for rule in rules) if r is not None]
     if symbols is not None and not symbols.resolved and consumer.link != "python":
-        reasons.insert(0, symbols.line())
+        # After the rules: a CUDA consumer on a CPU torch misses CUDA symbols, and the
+        # flavour is the cause a user can act on; the symbols are the proof.
+        reasons.append(symbols.line())
     if reasons:
         return Verdict(False, tuple(reasons))
     if symbols is None or consumer.link == "python":

@@ -344,17 +344,16 @@ class TestCheckCommand:
     def test_refusal_lists_every_reason(
         self, synthetic_wheels: SyntheticWheels, capsys: pytest.CaptureFixture[str]
     ) -> None:
-        # old ABI and CPU-only under a C++11 CUDA consumer: the symbols these leave missing
-        # (its C++11 at:: and at::cuda:: imports, of the 7 libtorch symbols it needs), then
-        # both reasons, on one line
+        # old ABI and CPU-only under a C++11 CUDA consumer: both causes, then the symbols
+        # they leave missing (its C++11 at:: and at::cuda:: imports, of the 7 it needs),
+        # on one line
         assert main(["check", str(synthetic_wheels["torch-cpu-precxx11"]),
                      str(synthetic_wheels["vision-cu130"])]) == 1
         out = capsys.readouterr().out
         assert out == (
-            "incompatible: 5 of 7 libtorch symbols missing in torch 2.13.0+cpu, e.g. "
-            "at::fake_op_schema(std::__cxx11::basic_string<char, std::char_traits<char>, "
-            "std::allocator<char>> const&); "
-            "fakevision 0.1.0+cu130 uses the C++11 C++ ABI, torch 2.13.0+cpu "
+            "incompatible: fakevision 0.1.0+cu130 uses the C++11 C++ ABI, torch 2.13.0+cpu "
             "the pre-C++11 one; fakevision 0.1.0+cu130 links libtorch_cuda.so (cu13), "
-            "torch 2.13.0+cpu is CPU-only\n"
+            "torch 2.13.0+cpu is CPU-only; 5 of 7 libtorch symbols missing in torch 2.13.0+cpu, "
+            "e.g. at::fake_op_schema(std::__cxx11::basic_string<char, std::char_traits<char>, "
+            "std::allocator<char>> const&)\n"
         )

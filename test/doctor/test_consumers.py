@@ -16,9 +16,10 @@ class TestCpuTorch:
         code, report = doctor(cpu_vision_venv / "bin" / "python", clean_environ())
         assert code == 1
         found = one(report, "consumer-incompatible", "torchvision 0.28.0")
-        assert found["message"].endswith(
-            "cannot run on torch 2.13.0+cpu: torchvision 0.28.0 links libtorch_cuda.so (cu13), "
-            "torch 2.13.0+cpu is CPU-only")
+        assert ("cannot run on torch 2.13.0+cpu: torchvision 0.28.0 links libtorch_cuda.so "
+                "(cu13), torch 2.13.0+cpu is CPU-only; ") in found["message"]
+        # The cause first, then the proof: the CUDA symbols libtorch_cpu cannot give it.
+        assert " libtorch symbols missing in torch 2.13.0+cpu, e.g. " in found["message"]
         assert found["fix"] == ("pip install torchvision==0.28.0 --index-url "
                                 "https://download.pytorch.org/whl/cpu (its cpu build), "
                                 "or use torch 2.13.0 (cu13)")
