@@ -5,7 +5,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from torchstack import __version__  # noqa: E402
+from torchstack import __version__
 
 project = "torchstack"
 version = release = __version__
