@@ -117,8 +117,8 @@ class TestWhatHappened:
         with IndexServer(kept) as index:
             code, _ = generate(tmp_path, "--index", index.index_url)
         assert code == 0
-        assert f"torchaudio: {index.index_url}torchaudio/ answered HTTP 404 for torchaudio; " \
-               "not generated" in capsys.readouterr().out
+        assert f"torchaudio: not built: {index.index_url}torchaudio/ answered HTTP 404 for " \
+               "torchaudio" in capsys.readouterr().out
 
     @pytest.mark.parametrize("content_type", ["text/html; charset=utf-8", "text/html"])
     def test_login_page(self, tmp_path: Path, cpu: IndexServer, content_type: str,

@@ -165,8 +165,11 @@ class TestUpstreamPlacement:
         assert _generate(tmp_path / "out", "--offline", "--variant", "cu128") == 0
         report = capsys.readouterr().out
         assert "torchaudio-2.9.1-foss-2025a-CUDA-12.8.0-whl.eb (x86_64): needs torch 2.9.1: " \
-               "the newest torchaudio on https://pypi.org/simple/ whose Requires-Dist " \
-               "(torch==2.9.1) accepts torch 2.9.1; newer: 2.11.1 requires torch>=2.11" in report
+               "the newest torchaudio that runs on torch 2.9.1" in report
+        # the companions walk back as every consumer does, saying what they passed over
+        assert "torchaudio: 2.9.1 taken; newer releases passed over: 2.11.1 (requires " \
+               "torch>=2.11); 2.11.0 (names no torch release in its Requires-Dist); 2.10.0 " \
+               "(requires torch==2.10.0)" in report
 
 
 class TestIndexesThatDoNotAnswer:

@@ -109,7 +109,7 @@ def generate(settings: Settings, indexes: Sequence[Index]) -> Generated:
         request = Request(settings.release, (python[0], python[1]), settings.architectures,
                           settings.variants, settings.glibc)
         try:
-            sets = resolver.resolve(request)
+            sets = siteprojects.with_companions(resolver, request)
         except ReleaseError as exc:
             result.report.append(f"skipped {spec}: {exc}")
             continue

@@ -3,8 +3,9 @@
 Resolution reads file lists (with their sha256) and one core-metadata file per project
 version and variant, never a wheel. The variant of a file is its local version tag (`+cpu`,
 `+cu128`, ...); a file without one (PyPI's default build) takes its variant from the CUDA
-pins of its metadata, evaluated for each architecture. Companions (torchvision, torchaudio)
-are chosen by their own Requires-Dist on torch, triton by torch's Requires-Dist on it.
+pins of its metadata, evaluated for each architecture. Triton is chosen by torch's
+Requires-Dist on it; the companions (torchvision, torchaudio) go through the walk-back that
+every torch consumer goes through (generator.siteprojects.with_companions).
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from packaging.specifiers import SpecifierSet
 from packaging.utils import (
     InvalidWheelFilename,
     canonicalize_name,
@@ -35,13 +35,12 @@ from torchstack.index.protocol import Index, IndexFile, ProjectNotFoundError
 from torchstack.index.torchsymbols import TorchSymbols
 from torchstack.index.wheelelf import Prediction
 
-__all__ = ["ARCHITECTURES", "COMPANIONS", "ReleaseError", "Request", "Resolved", "Resolver",
+__all__ = ["ARCHITECTURES", "ReleaseError", "Request", "Resolved", "Resolver",
            "Target", "VariantSet", "newest_release", "validate_version", "variant_from_pins",
            "wheel_name_version"]
 
 log = logging.getLogger(__name__)
 
-COMPANIONS = ("torchvision", "torchaudio")
 _CUDA_RUNTIME = ("nvidia-cuda-runtime", "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime-cu11",
                  cudalibs.TOOLKIT)
 
@@ -83,7 +82,8 @@ class Resolver:
         self.torch_symbols = TorchSymbols()  # torch wheels' exports, read once per library
 
     def resolve(self, request: Request) -> list[VariantSet]:
-        """Every requested variant of the release with its companions; ReleaseError if none."""
+        """Every requested variant of the release with torch and triton; ReleaseError if
+        none."""
         validate_version(request.release, "torch")
         candidates = self._torch_candidates(request)
         wanted = request.variants or tuple(sorted(candidates.by_variant))
@@ -113,13 +113,13 @@ class Resolver:
     def _where(self) -> str:
         return ", ".join(index.location for index in self.indexes)
 
-    def _not_listed_by(self, project: str, indexes: Sequence[Index]) -> str | None:
+    def not_listed_by(self, project: str, indexes: Sequence[Index]) -> str | None:
         """What the indexes answered for `project` when every one said it does not list it
         ('https://.../torch/ answered HTTP 404 for torch'), else None."""
         answers = [self._not_listed.get((index.location, project), "") for index in indexes]
         return "; ".join(answers) if answers and all(answers) else None
 
-    def _only_yanked(self, project: str, release: Version | None, targets: Sequence[Target],
+    def only_yanked(self, project: str, release: Version | None, targets: Sequence[Target],
                      indexes: Sequence[Index]) -> str | None:
         """'(reason: ...)' when the indexes have wheels of `project` (`release`) for `targets`
         and all are yanked, else None. Called when no wheel that is not yanked fits."""
@@ -214,14 +214,14 @@ class Resolver:
                               for files in per_index.values())]
         subject, python = f"torch {request.release}", f"Python {request.python_version}"
         whole = len(missing) == len(request.targets()) and not self.unchecked()
-        not_listed = self._not_listed_by("torch", self.indexes) if whole else None
-        yanked = self._only_yanked("torch", release, missing, self.indexes) if whole else None
+        not_listed = self.not_listed_by("torch", self.indexes) if whole else None
+        yanked = self.only_yanked("torch", release, missing, self.indexes) if whole else None
         if not_listed or yanked:  # nothing at all: say why, once
             why = not_listed or f"every wheel for {python} is yanked {yanked}"
             candidates.notes.append(f"{subject}: {why}")
             return candidates
         for target in missing:
-            yanked = self._only_yanked("torch", release, [target], self.indexes)
+            yanked = self.only_yanked("torch", release, [target], self.indexes)
             candidates.notes.append(
                 f"{subject}: every wheel for {python} on {target.arch} is yanked {yanked}"
                 if yanked and not self.unchecked() else
@@ -246,49 +246,14 @@ class Resolver:
             notes.append(self._missing(variant, f"torch {torch.version}",
                                        f"{variant} wheel for Python {request.python_version} "
                                        f"on {arch}"))
-        companions = []
-        for project in COMPANIONS:
-            chosen = self._companion(project, torch, index, targets, notes)
-            if chosen is not None:
-                companions.append(chosen)
         triton = self._triton(torch, index, targets, notes)
-        if triton is not None:
-            companions.append(triton)
+        companions = [triton] if triton is not None else []
         used = {r.index for r in (torch, *companions)}
         notes += [f"{i.location}: the credentials of its URL are not written into source_urls; "
                   f"EasyBuild needs its own for that host (eb --http-header-fields-urlpat)"
                   for i in self.indexes if i.location in used and getattr(i, "has_credentials",
                                                                           False)]
         return VariantSet(variant, request.python, torch, tuple(companions), tuple(notes))
-
-    def _companion(self, project: str, torch: Resolved, index: Index,
-                   targets: list[Target], notes: list[str]) -> Resolved | None:
-        """The newest `project` version on torch's index whose Requires-Dist accepts torch."""
-        local = Version(torch.version).local
-        release = Version(torch.public_version)
-        newer: list[str] = []  # versions passed over, with what they require
-        for version, wheels in self.versions(index, project, targets, local):
-            requires = self.requires_dist(index, next(iter(wheels.values())))
-            spec = _torch_specifier(requires, targets[0])
-            if spec is None:
-                continue
-            if spec.contains(release, prereleases=True):
-                why = (f"the newest {project} on {index.location} whose Requires-Dist "
-                       f"(torch{spec}) accepts torch {torch.version}")
-                if newer:
-                    why += f"; newer: {', '.join(newer[:2])}"
-                return Resolved(project, str(version), wheels, requires, index.location, why)
-            newer.append(f"{version} requires torch{spec}")
-            if _only_older(spec, release):
-                break  # older companions pin older torch releases
-        build = f"+{local} builds" if local else "untagged builds"
-        yanked = self._only_yanked(project, None, targets, [index])
-        notes.append(f"{project}: " + (
-            self._not_listed_by(project, [index])
-            or (f"every wheel on {index.location} is yanked {yanked}" if yanked else "")
-            or f"no release on {index.location} requires torch {torch.version} with wheels "
-               f"for {', '.join(t.arch for t in targets)} ({build} only)") + "; not generated")
-        return None
 
     def _triton(self, torch: Resolved, index: Index, targets: list[Target],
                 notes: list[str]) -> Resolved | None:
@@ -306,7 +271,7 @@ class Resolver:
                     why = f"torch {torch.version} requires {project}{pins[0].specifier}"
                     return Resolved(project, str(version), wheels, requires, source.location,
                                     why)
-        not_listed = self._not_listed_by(project, self.indexes)
+        not_listed = self.not_listed_by(project, self.indexes)
         notes.append(f"{project}{pins[0].specifier}: required by torch {torch.version}, " + (
             not_listed or f"not found with wheels for {', '.join(t.arch for t in arches)}")
             + "; not generated")
@@ -339,7 +304,7 @@ def newest_release(indexes: Sequence[Index]) -> str:
         if final:
             log.debug("newest torch on %s: %s", index.location, max(final))
             return str(max(final))
-    raise ReleaseError(resolver._not_listed_by("torch", indexes)
+    raise ReleaseError(resolver.not_listed_by("torch", indexes)
                        or f"no torch release on {', '.join(i.location for i in indexes)}")
 
 
@@ -381,21 +346,3 @@ def validate_version(text: str, what: str) -> Version:
         return Version(text)
     except InvalidVersion as exc:
         raise ReleaseError(f"{what} version {text!r} is not a valid PEP 440 version") from exc
-
-
-def _torch_specifier(requires_dist: Iterable[str], target: Target) -> SpecifierSet | None:
-    for line in requires_dist:
-        requirement = markers.parse(line, "companion")
-        if requirement is not None and canonicalize_name(requirement.name) == "torch" \
-                and target.applies(requirement):
-            return requirement.specifier
-    return None
-
-
-def _only_older(spec: SpecifierSet, release: Version) -> bool:
-    """Whether `spec` accepts only releases older than `release` (an exact pin below it)."""
-    pins = [Version(s.version.rstrip(".*")) for s in spec if s.operator in ("==", "===")]
-    upper = [Version(s.version) for s in spec if s.operator in ("<", "<=")]
-    public = Version(release.public)
-    return any(Version(p.public) < public for p in pins) or any(u <= public for u in upper)
-

@@ -1,9 +1,10 @@
-"""The torch consumers a site carries beyond the companions (`generate --with`, and `classify`,
-which reports what this resolves), resolved for one variant set: walking back from the newest
-release its requirement admits to the first whose Requires-Dist accepts the set's torch and
-whose wheels, predicted from range reads (index.wheelelf), run on it (compat, with the symbol
-check and the built-on release inferred from evidence where the metadata names none), so that
-a consumer that cannot run on it is reported before anything is built, never written.
+"""The torch consumers of a variant set, resolved by one walk-back: the companions
+(torchvision, torchaudio), the projects a site carries (`generate --with`), and `classify`,
+which reports what this resolves. Each project's releases are tried newest first until one
+whose Requires-Dist accepts the set's torch and whose wheels, predicted from range reads
+(index.wheelelf), run on it (compat, with the symbol check and the built-on release inferred
+from evidence where the metadata names none), so that a consumer that cannot run on it is
+reported before anything is built, never written.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from torchstack import compat, markers, variants
 from torchstack.errors import TorchstackError
 from torchstack.fingerprint import Fingerprint, TorchFacts, abi_tag
 from torchstack.generator import abi
-from torchstack.generator._releasetypes import Resolved, Target
+from torchstack.generator._releasetypes import Request, Resolved, Target, VariantSet
 from torchstack.generator.projects import About
 from torchstack.generator.release import Resolver, wheel_name_version
 from torchstack.index.catalog import CatalogIndex
@@ -66,25 +67,49 @@ def about(project: str) -> About:
 
 
 WALK_BACK = 12  # releases of one project tried, newest first, before giving up
+COMPANIONS = ("torchvision", "torchaudio")
+
+
+def with_companions(resolver: Resolver, request: Request) -> list[VariantSet]:
+    """The variant sets of the release (Resolver.resolve), each with its companions."""
+    sets = []
+    for found in resolver.resolve(request):
+        targets = [t for t in request.targets() if t.arch in found.torch.wheels]
+        chosen, notes = [], list(found.notes)
+        for project in COMPANIONS:
+            result = resolve(resolver, Requirement(project), found.torch, found.variant,
+                             targets, None, companion=True)
+            notes += result.notes
+            if result.resolved is not None:
+                chosen.append(result.resolved)
+        sets.append(dataclasses.replace(found, companions=(*chosen, *found.companions),
+                                        notes=tuple(notes)))
+    return sets
 
 
 def resolve(resolver: Resolver, requirement: Requirement, torch: Resolved, variant: str,
-            targets: Sequence[Target], walk_back: int = WALK_BACK) -> Found:
+            targets: Sequence[Target], walk_back: int | None = WALK_BACK,
+            companion: bool = False) -> Found:
     """The newest release of the project that fits the set's torch on its architectures.
 
-    Walks back from the newest release its requirement admits, at most `walk_back` releases:
-    a release fits when its Requires-Dist accepts the torch and every wheel of it that the
-    architectures take runs on the set's torch as predicted (link class, CUDA, symbols).
-    What one wheel shows holds for the release: a refusal on one architecture passes the
-    release over on all. The report names the releases passed over and why.
+    Walks back from the newest release its requirement admits, at most `walk_back` releases
+    (None: all): a release fits when its Requires-Dist accepts the torch and every wheel of
+    it that the architectures take runs on the set's torch as predicted (link class, CUDA,
+    symbols). What one wheel shows holds for the release: a refusal on one architecture
+    passes the release over on all. The report names the releases passed over and why.
+    A `companion` is looked for on torch's index only, in torch's build (a +cpu torch takes
+    +cpu companions; PyPI's untagged ones are CUDA), pre-releases included (a torch release
+    candidate takes theirs) and with a wheel for every architecture; its releases pin torch
+    exactly, so the walk is not bounded: a release passed over costs one metadata read.
     """
     project = canonicalize_name(requirement.name)
     provider = _provider(torch, variant)
     found = Found()
     passed: list[str] = []
-    candidates = _candidates(resolver, requirement, targets)
+    candidates = (_companion_candidates(resolver, project, torch, targets) if companion
+                  else _candidates(resolver, requirement, targets))
     for index, version, wheels in candidates[:walk_back]:
-        refusal = _requires_refusal(resolver, index, wheels, torch, targets)
+        refusal = _requires_refusal(resolver, index, wheels, torch, targets, companion)
         classes: dict[str, str] = {}
         if refusal is None:
             refusal = _fits(resolver, index, project, version, wheels, torch, provider,
@@ -107,7 +132,8 @@ def resolve(resolver: Resolver, requirement: Requirement, torch: Resolved, varia
             found.notes.append(f"{project}: {version} taken; newer releases passed over: "
                                + _shown(passed))
         return found
-    why = _why_none(resolver, requirement, targets, torch, passed, len(candidates), walk_back)
+    why = _why_none(resolver, requirement, targets, torch, passed, len(candidates), walk_back,
+                    companion)
     found.notes.append(f"{project}: not built: {why}")
     return found
 
@@ -132,12 +158,28 @@ def _candidates(resolver: Resolver, requirement: Requirement, targets: Sequence[
             in sorted(found.items(), reverse=True)]
 
 
+def _companion_candidates(resolver: Resolver, project: str, torch: Resolved,
+                          targets: Sequence[Target]
+                          ) -> list[tuple[Index, Version, dict[str, IndexFile]]]:
+    """A companion's releases of torch's build on torch's index, newest first."""
+    index = index_of(resolver, torch)
+    local = Version(torch.version).local
+    return [(index, version, wheels)
+            for version, wheels in resolver.versions(index, project, list(targets), local)]
+
+
 def _requires_refusal(resolver: Resolver, index: Index, wheels: dict[str, IndexFile],
-                      torch: Resolved, targets: Sequence[Target]) -> str | None:
+                      torch: Resolved, targets: Sequence[Target], companion: bool
+                      ) -> str | None:
+    """Why the release's Requires-Dist refuses the set's torch, or None. A companion must
+    name the torch it was built for: one that names none (torchaudio 2.11.0) says nothing
+    about the release it fits."""
     release = Version(torch.public_version)
     requires = resolver.requires_dist(index, next(iter(wheels.values())))
     for target in targets:
         spec = _torch_spec(requires, target)
+        if spec is None and companion:
+            return "names no torch release in its Requires-Dist"
         if spec is not None and not spec.contains(release, prereleases=True):
             return f"requires torch{spec}"
     return None
@@ -239,18 +281,35 @@ def _target_of(file: IndexFile, torch: Resolved) -> tuple[tuple[int, int], str]:
 
 
 def _why_none(resolver: Resolver, requirement: Requirement, targets: Sequence[Target],
-              torch: Resolved, passed: list[str], candidates: int, walk_back: int) -> str:
+              torch: Resolved, passed: list[str], candidates: int, walk_back: int | None,
+              companion: bool) -> str:
     if passed:
         more = f" (of {candidates}; raise --walk-back to try older ones)" \
-            if candidates > walk_back else ""
+            if walk_back is not None and candidates > walk_back else ""
         return (f"no release among the {len(passed)} newest{more} runs on torch "
                 f"{torch.version}: " + _shown(passed))
+    if companion:
+        return _no_companion(resolver, canonicalize_name(requirement.name), torch, targets)
     unrecorded = _unrecorded(resolver, canonicalize_name(requirement.name))
     if unrecorded:
         return unrecorded
     pythons = sorted({t.python_version for t in targets})
     return (f"no release that {str(requirement)!r} admits has a wheel for Python "
             f"{', '.join(pythons)} on {', '.join(t.arch for t in targets)}")
+
+
+def _no_companion(resolver: Resolver, project: str, torch: Resolved,
+                  targets: Sequence[Target]) -> str:
+    """Why torch's index has no release of the companion to try."""
+    index = index_of(resolver, torch)
+    local = Version(torch.version).local
+    build = f"+{local} builds" if local else "untagged builds"
+    yanked = resolver.only_yanked(project, None, targets, [index])
+    return (resolver.not_listed_by(project, [index])
+            or (f"every wheel on {index.location} is yanked {yanked}" if yanked else "")
+            or _unrecorded(resolver, project)
+            or f"no release on {index.location} has wheels for "
+               f"{', '.join(t.arch for t in targets)} ({build} only)")
 
 
 def _unrecorded(resolver: Resolver, project: str) -> str:
