@@ -122,9 +122,15 @@ class TestRealLayouts:
         with IndexServer([cuda_stack["torch"]]) as server:
             index = SimpleIndex(server.index_url)
             file = index.files("torch")[0]
+            symbols = TorchSymbols()
             with pytest.raises(torchsymbols.TorchstackError, match="libtorch_cpu.so': needs "
                                                                   r"\d+ inflated bytes"):
-                TorchSymbols().exports(index, file, ["libtorch_cpu.so"])
+                symbols.exports(index, file, ["libtorch_cpu.so"])
+            # the next consumer's question fails at once: no byte more of this wheel is read
+            fetched = dict(symbols.fetched)
+            with pytest.raises(torchsymbols.TorchstackError, match="libtorch_cpu.so"):
+                symbols.exports(index, file, ["libtorch_cuda.so", "libc10_cuda.so"])
+            assert symbols.fetched == fetched
 
 
 class TestBadInput:

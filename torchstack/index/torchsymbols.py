@@ -61,6 +61,7 @@ class TorchSymbols:
 
     def __init__(self) -> None:
         self._exports: dict[tuple[str, str], frozenset[str] | TorchstackError] = {}
+        self._directories: dict[str, list[_zipdir.Member]] = {}  # url -> torch/lib members
         self.fetched: dict[str, int] = {}  # wheel file name -> packed bytes read
 
     def verify(self, index: Index, torch: IndexFile, imports: Iterable[str],
@@ -74,6 +75,7 @@ class TorchSymbols:
     def exports(self, index: Index, torch: IndexFile, libraries: Iterable[str]) -> frozenset[str]:
         """The union of what the named torch/lib libraries of the wheel export."""
         names = sorted(set(_ALWAYS) | {lib for lib in libraries if lib in _KNOWN})
+        self._raise_unreadable(torch, names)  # before reading more of a wheel that fails
         missing = [n for n in names if (torch.url, n) not in self._exports]
         if missing:
             self._read(index, torch, missing)
@@ -84,6 +86,12 @@ class TorchSymbols:
                 raise known
             found |= known
         return frozenset(found)
+
+    def _raise_unreadable(self, torch: IndexFile, names: list[str]) -> None:
+        for name in names:
+            known = self._exports.get((torch.url, name))
+            if isinstance(known, TorchstackError):
+                raise known
 
     def _read(self, index: Index, torch: IndexFile, names: list[str]) -> None:
         """Read each named library's exports, or remember why it cannot be read."""
@@ -104,15 +112,21 @@ class TorchSymbols:
                 log.debug("%s: %s read %d packed bytes", torch.filename, ", ".join(names),
                           counted.fetched)
 
-    @staticmethod
-    def _members(torch: IndexFile, counted: _zipdir.Counted, size: int, tail: bytes
+    def _members(self, torch: IndexFile, counted: _zipdir.Counted, size: int, tail: bytes
                  ) -> dict[str, tuple[_zipdir._Ranges, _zipdir.Member]]:
-        try:
-            ranges, entries = _zipdir.open_directory(counted, size, tail)
-        except _zipdir.ZipDirectoryError as exc:
-            raise TorchSymbolsError(f"{torch.filename!r}: {exc}") from exc
-        members = {m.name.rsplit("/", 1)[-1]: (ranges, m) for m in entries
-                   if m.name.startswith("torch/lib/")}
+        """The wheel's torch/lib members; its zip directory (a MB for torch's 15,000 files)
+        is read once per wheel, whichever libraries later consumers ask for."""
+        if torch.url in self._directories:
+            ranges = _zipdir._Ranges(counted, size, tail)
+            entries = self._directories[torch.url]
+        else:
+            try:
+                ranges, entries = _zipdir.open_directory(counted, size, tail)
+            except _zipdir.ZipDirectoryError as exc:
+                raise TorchSymbolsError(f"{torch.filename!r}: {exc}") from exc
+            entries = [m for m in entries if m.name.startswith("torch/lib/")]
+            self._directories[torch.url] = entries
+        members = {m.name.rsplit("/", 1)[-1]: (ranges, m) for m in entries}
         if "libc10.so" not in members:
             raise TorchSymbolsError(f"{torch.filename!r} has no torch/lib/libc10.so")
         return members
