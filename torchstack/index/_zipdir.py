@@ -33,6 +33,7 @@ _CENTRAL = struct.Struct("<4s4B4HL2L5H2L")
 _LOCAL = struct.Struct("<4s2B4HL2L2H")
 _MAX_COMMENT = 0xFFFF
 _LOCAL_SLACK = 1024
+READ_AHEAD = 32 << 10  # the least fetched for a read before the tail
 TAIL = _EOCD.size + _MAX_COMMENT + _ZIP64_LOCATOR.size + _ZIP64_EOCD.size
 _METADATA = re.compile(r"^([^/]+)\.dist-info/METADATA$")
 _UTF8_NAMES = 0x800
@@ -57,11 +58,14 @@ class Member:
 
 
 class _Ranges:
-    """Reads of the file, served from the fetched tail when it covers them."""
+    """Reads of the file, served from the fetched tail when it covers them, and a small read
+    fetched as a READ_AHEAD window: a member's local header, its first packed bytes and the
+    next small reads come in one request (on a remote index each costs a round trip)."""
 
     def __init__(self, read: Reader, size: int, tail: bytes) -> None:
         self.read_range, self.size, self.tail = read, size, tail
         self.tail_start = size - len(tail)
+        self._window_start, self._window = 0, b""
 
     def read(self, offset: int, length: int) -> bytes:
         if offset < 0 or length < 0 or offset + length > self.size:
@@ -70,9 +74,24 @@ class _Ranges:
         if offset >= self.tail_start:
             return self.tail[offset - self.tail_start:offset - self.tail_start + length]
         if offset + length > self.tail_start:  # the part before the tail only
-            head = self.read_range(offset, self.tail_start - offset)
+            head = self._head(offset, self.tail_start - offset)
             return head + self.tail[:offset + length - self.tail_start]
-        return self.read_range(offset, length)
+        return self._head(offset, length)
+
+    def _head(self, offset: int, length: int) -> bytes:
+        """Bytes before the tail: what the window holds, the rest fetched."""
+        held = b""
+        window_end = self._window_start + len(self._window)
+        if self._window_start <= offset < window_end:
+            held = self._window[offset - self._window_start:offset - self._window_start + length]
+            offset, length = offset + len(held), length - len(held)
+        if not length:
+            return held
+        if length >= READ_AHEAD:
+            return held + self.read_range(offset, length)
+        ahead = min(READ_AHEAD, self.tail_start - offset)
+        self._window_start, self._window = offset, self.read_range(offset, ahead)
+        return held + self._window[:length]
 
 
 def read_dist_info_metadata(read: Reader, size: int, tail: bytes, project: str, *,
