@@ -48,7 +48,7 @@ def indexes(synthetic_wheels: dict[str, list[Path]]) -> Iterator[tuple[IndexServ
 
 def _generate(tmp_path: Path, *args: str, out: str = "out") -> tuple[int, Path]:
     folder = tmp_path / out
-    return main(["generate", *args, "--out", str(folder)]), folder
+    return main(["generate", "-v", *args, "--out", str(folder)]), folder
 
 
 def _urls(servers: tuple[IndexServer, ...]) -> list[str]:

@@ -52,7 +52,8 @@ def _dead_url(variant: str) -> str:
 
 
 def _generate(out: Path, *args: str) -> int:
-    return main(["generate", "2.9.1", "--toolchain", "foss/2025a", "--out", str(out), *args])
+    return main(["generate", "2.9.1", "-v", "--toolchain", "foss/2025a", "--out", str(out),
+                 *args])
 
 
 class TestCudaSets:
@@ -250,7 +251,8 @@ def _printed(tmp_path: Path, capsys: pytest.CaptureFixture[str], *args: str) -> 
     capsys.readouterr()
     assert _generate(tmp_path / "out dir; echo", "--offline", "--print-build-command",
                      *args) == 0
-    return [line for line in capsys.readouterr().out.splitlines() if line.startswith("cd ")]
+    return [line.split(": ", 1)[1] for line in capsys.readouterr().out.splitlines()
+            if line.startswith(("  build ", "  submit "))]
 
 
 @pytest.mark.parametrize(("variant", "arch"), [("cu128", "x86_64"), ("cpu", "aarch64")])

@@ -2,8 +2,9 @@
 
 Writes PyTorch/torchvision/torchaudio/Triton `-whl` easyconfigs (and, with --stage source,
 the stage-2 easyconfig), one easystack a toolchain, variant and architecture, and prints the
-report. Checksums come from the index; no wheel is downloaded (unless --allow-download-hash
-is given and an index lacks a hash).
+report (generator.report): a short summary, the detail with -v, all of it as JSON with
+--json. Checksums come from the index; no wheel is downloaded (unless --allow-download-hash is
+given and an index lacks a hash).
 """
 
 from __future__ import annotations
@@ -75,19 +76,29 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="releases of each --with project to try, newest first, until one "
                              "runs on the set's torch (default 12)")
     parser.add_argument("--print-build-command", action="store_true",
-                        help="print the eb commands that build the written easystacks (here, "
-                             "and as Slurm jobs) instead of the report")
+                        help="print, for each easystack, the command that submits it as Slurm "
+                             "jobs too, after the one that builds it on this host")
+    parser.add_argument("-v", "--verbose", action="store_true", dest="detail",
+                        help="after each set's summary, its detail: each easyconfig's wheels "
+                             "with index, file and sha256, why that release, the releases "
+                             "passed over, and every note (`torchstack -v generate` shows it "
+                             "too, and logs each decision on stderr)")
+    parser.add_argument("--json", action="store_true",
+                        help="print the whole report as one JSON document on stdout instead "
+                             "of the text: the sets, each with variant, Python, toolchain, "
+                             "torch, the projects with their wheels (file, URL, sha256), the "
+                             "written easyconfigs and easystacks with their build and submit "
+                             "commands, what was left out and why, and the notes")
 
 
 def execute(args: argparse.Namespace) -> int:
     """0: the set is complete; 1: written, but an index did not answer (what only it offers
     was not checked); errors exit 2 through the CLI."""
-    import shlex
     from pathlib import Path
 
     from torchstack import output
     from torchstack.errors import TorchstackError
-    from torchstack.generator import plan
+    from torchstack.generator import plan, report
 
     release = _catalog_release(args) if args.offline else str(args.release)
     indexes, provenance = _indexes(args, release)
@@ -121,27 +132,28 @@ def execute(args: argparse.Namespace) -> int:
         result = plan.generate(settings, indexes)
     folder = Path(args.out or f"torchstack-{release}")
     replaced = output.write_set(folder, result.files(), force=args.force)
-    incomplete = plan.unreachable_lines(result.unreachable)
-    if args.print_build_command:
+    submit = None
+    if args.print_build_command or args.json:
         from torchstack.generator import jobs
 
-        cd = f"cd {shlex.quote(str(folder.absolute()))}"
-        for name in result.easystacks:
-            print(f"# {name}: on this host, or as Slurm jobs (one per easyconfig)")
-            print(f"{cd} && {plan.build_command(name)}")
-            entries = jobs.easystack_entries(folder / name)
-            print(f"{cd} && {jobs.submit_command(name, entries)}")
+        def submit(name: str) -> str:
+            return jobs.submit_command(name, jobs.easystack_entries(folder / name))
+
+    found = report.build(result, release, folder, offline=args.offline, sources=provenance,
+                         replaced=replaced, submit=submit)
+    if args.json:
+        print(report.as_json(found))
     else:
-        for line in [*provenance, *plan.summary(result, replaced)]:
+        for line in report.text(found, verbose=args.detail or args.verbose):
             print(line)
-        print(f"written to {folder}")
-    if args.offline:  # the catalog is what it is: its gaps are reported, not failed
-        for line in incomplete:
-            print(f"not recorded: {line}")
+        if args.offline:  # the catalog is what it is: its gaps are reported, not failed
+            for line in found.incomplete:
+                print(f"not recorded: {line}")
+    if args.offline:
         return 0
-    for line in incomplete:
+    for line in found.incomplete:
         print(f"torchstack: {line}", file=sys.stderr)
-    return 1 if incomplete else 0
+    return 1 if found.incomplete else 0
 
 
 def _catalog_release(args: argparse.Namespace) -> str:

@@ -83,14 +83,36 @@ class Planned:
     architectures: tuple[str, ...]
     abi: str  # "provides torch-2.9.1-cxx11-cu12", "needs torch 2.9.1+cu128 (...)"
     facts: namesakes.Facts | None = None  # what it builds, to compare with a namesake
+    resolved: Resolved | None = None  # the project it installs (None: the source stage)
+    extensions: tuple[render.Extension, ...] = ()  # its wheels, the project's own last
+    module: str = ""  # name-version of the module: PyTorch-2.9.1
+
+
+@dataclass
+class PlannedSet:
+    """One variant set of one toolchain: what was written for it, its easystacks (by
+    architecture), its notes, and what of it was not written, with why (`skipped`)."""
+
+    toolchain: str  # foss/2025a
+    variant: VariantSet
+    easyconfigs: list[Planned] = field(default_factory=list)
+    easystacks: dict[str, str] = field(default_factory=dict)  # architecture -> file name
+    notes: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return f"{self.toolchain} {self.variant.variant}"
 
 
 @dataclass
 class Generated:
-    """The texts of a generated set (by file name) and the report lines."""
+    """The texts of a generated set (by file name), each variant set's record, and the lines
+    of the report that belong to no one variant set."""
 
     easyconfigs: list[Planned] = field(default_factory=list)
     easystacks: dict[str, str] = field(default_factory=dict)
+    sets: list[PlannedSet] = field(default_factory=list)
     report: list[str] = field(default_factory=list)
     unreachable: dict[str, str] = field(default_factory=dict)  # index -> why it did not answer
 
@@ -125,7 +147,9 @@ def generate(settings: Settings, indexes: Sequence[Index]) -> Generated:
             result.unreachable[location] = why
     if not result.easyconfigs:
         raise GenerateError("nothing generated: " + "; ".join(
-            [*result.report, *unreachable_lines(result.unreachable)]))
+            [*result.report, *(skipped_line(s, why) for s in result.sets
+                               for why in s.skipped),
+             *unreachable_lines(result.unreachable)]))
     result.report += namesakes.report(
         [(p.filename, p.facts) for p in result.easyconfigs if p.facts is not None],
         settings.robot_paths)
@@ -147,6 +171,13 @@ def newest_toolchain(settings: Settings, indexes: Sequence[Index],
         return result
     raise GenerateError(f"no toolchain of {', '.join(candidates) or 'none'} fits torch "
                         f"{settings.release}: " + "; ".join(passed))
+
+
+def skipped_line(record: PlannedSet, why: str) -> str:
+    """'skipped foss/2025a cu128: why' (a source stage names its set itself)."""
+    if why.startswith("source stage for "):
+        return f"skipped {why}"
+    return f"skipped {record.label}: {why}"
 
 
 def unreachable_lines(unreachable: dict[str, str]) -> list[str]:
@@ -176,23 +207,30 @@ def _check(settings: Settings) -> None:
 
 def _plan_stage(stage: str, variant_set: VariantSet, toolchain: toolchains.Toolchain,
                 settings: Settings, resolver: Resolver, result: Generated) -> None:
-    label = f"{toolchain.name}/{toolchain.version} {variant_set.variant}"
+    spec = f"{toolchain.name}/{toolchain.version}"
+    record = next((s for s in result.sets if s.toolchain == spec and s.variant is variant_set),
+                  None)
+    if record is None:
+        record = PlannedSet(spec, variant_set, notes=list(variant_set.notes))
+        result.sets.append(record)
     if stage == "source":
-        _plan_source(variant_set, toolchain, label, result)
+        _plan_source(variant_set, toolchain, record, result)
         return
     try:
         planned = _WheelSet(variant_set, toolchain, settings, resolver).plan()
     except TorchstackError as exc:
-        result.report.append(f"skipped {label}: {exc}")
+        record.skipped.append(str(exc))
         return
     result.easyconfigs.extend(planned.easyconfigs)
-    result.report.extend(f"{label}: {note}" for note in (*variant_set.notes, *planned.notes))
+    record.easyconfigs.extend(planned.easyconfigs)
+    record.notes.extend(planned.notes)
     for arch in variant_set.architectures:
         names = [p.filename for p in planned.easyconfigs if arch in p.architectures]
         stack = f"easystack-{toolchain.name}-{toolchain.version}-{variant_set.variant}-{arch}.yaml"
         result.easystacks[stack] = render.easystack(
             f"torch {variant_set.torch.version} for {toolchain.name}/{toolchain.version} "
             f"on {arch}", build_command(stack), names)
+        record.easystacks[arch] = stack
 
 
 def build_command(easystack: str) -> str:
@@ -325,7 +363,8 @@ class _WheelSet:
         facts = namesakes.Facts("PyTorchWheels", tuple(dependencies),
                                 tuple((e.name, e.version) for e in exts))
         self.out.easyconfigs.append(Planned(text.filename, render.easyconfig(text),
-                                            tuple(sorted(resolved.wheels)), abi, facts))
+                                            tuple(sorted(resolved.wheels)), abi, facts,
+                                            resolved, exts, f"{text.name}-{text.version}"))
         return text
 
     def _placement(self, module: str) -> toolchains.Toolchain:
@@ -395,24 +434,14 @@ class _WheelSet:
         return self._providers[key]
 
 
-def _plan_source(variant_set: VariantSet, toolchain: toolchains.Toolchain, label: str,
+def _plan_source(variant_set: VariantSet, toolchain: toolchains.Toolchain, record: PlannedSet,
                  result: Generated) -> None:
     try:
         filename, text = stage2.source_easyconfig(variant_set, toolchain)
     except TorchstackError as exc:
-        result.report.append(f"skipped source stage for {label}: {exc}")
+        record.skipped.append(f"source stage for {record.label}: {exc}")
         return
-    result.easyconfigs.append(Planned(filename, text, variant_set.architectures,
-                                      "source build: abi_tag recorded at install"))
-
-
-def summary(generated: Generated, replaced: Iterable[str] = ()) -> list[str]:
-    """The report: what was generated with its abi, what was skipped and why."""
-    lines = [f"generated {p.filename} ({', '.join(p.architectures)}): {p.abi}"
-             for p in generated.easyconfigs]
-    lines += [f"easystack {name}" for name in generated.easystacks]
-    lines += [f"replaced {name}" for name in replaced]
-    lines += generated.report
-    return lines
-
-
+    planned = Planned(filename, text, variant_set.architectures,
+                      "source build: abi_tag recorded at install")
+    result.easyconfigs.append(planned)
+    record.easyconfigs.append(planned)
