@@ -3,7 +3,7 @@
 the upstream way costs (downloading every wheel the set names to checksum it, as
 `eb --inject-checksums` does).
 
-The local index (test/indexserver.py on 127.0.0.1) is built from the embedded catalog's
+The local index (test/support/indexserver.py on 127.0.0.1) is built from the embedded catalog's
 record of PyPI for torch 2.9.1: the real file names, sizes and Requires-Dist of torch,
 torchvision, torchaudio, triton and the nvidia wheels, each file a sparse wheel of its real
 size (its METADATA real, its zip directory as long as a real one, the rest a hole). Like
@@ -53,9 +53,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test"))
 from _common import log, positive
-from conftest import REAL_WHEELS, download_wheel
-from indexserver import IndexServer
-from wheelbuild import build_sparse_wheel
+from support.indexserver import IndexServer
+from support.wheelbuild import build_sparse_wheel
+from support.wheelcache import REAL_WHEELS, download_wheel
 
 from torchstack.cli import main
 from torchstack.index import catalog, wheelelf

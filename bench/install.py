@@ -18,7 +18,8 @@ test suite's stand-in: an Lmod module around a venv), through the real `python -
       upstream          PythonBundle with the same wheels in exts_list
       ours-modules      PyTorchWheels, cuda_libs = 'modules': torch, triton, cuda-bindings and
                         cuda-pathfinder on stand-in CUDA, cuDNN, NCCL, cuSPARSELt and NVSHMEM
-                        modules holding the nvidia wheels' real libraries (test/cudastack.py)
+                        modules holding the nvidia wheels' real libraries
+                        (test/support/cudastack.py)
       upstream-modules  upstream's own way, as PyTorch-2.9.1-foss-2025a-CUDA-12.8.0-whl.eb:
                         PythonBundle with the same four wheels on the same modules and a
                         CUDA-wheel-bundle module of dummy packages (dummy_package = True) for
@@ -28,12 +29,12 @@ All carry upstream's modextrapaths, so the easyblock is the only difference. The
 interleaved (ours, upstream, ..., round after round), each into a fresh EasyBuild tree (install,
 source, build and tmp paths) under a temporary directory that is removed at the end; only the
 Python venv, the wheels and the stand-in modules' libraries are reused, from
-${TORCHSTACK_CACHE:-~/.cache/torchstack}, through the test harness (test/ebenv.py,
-test/conftest.py, test/cudastack.py). The wall time of each whole `eb` process is measured
-(time.perf_counter), its peak RSS: that of the largest process of the eb process tree
-(wait4), not the sum of processes running at once, and its processor time: user + system
-time of the whole process tree (wait4). Work of P processor seconds cannot take less than
-P / cores seconds, however well it overlaps; the report sets that bound against upstream.
+${TORCHSTACK_CACHE:-~/.cache/torchstack}, through the test harness (test/support/ebenv.py,
+test/support/wheelcache.py, test/support/cudastack.py). The wall time of each whole `eb` process is
+measured (time.perf_counter), its peak RSS: that of the largest process of the eb process tree
+(wait4), not the sum of processes running at once, and its processor time: user + system time of
+the whole process tree (wait4). Work of P processor seconds cannot take less than P / cores
+seconds, however well it overlaps; the report sets that bound against upstream.
 Where the time goes is read from the timestamps of each run's EasyBuild log (steps, and the
 shell commands run inside them) and from torchstack's own timing lines in it (fingerprint,
 library resolution, byte-compile, import check, C++ extension build). While each run lasts,
@@ -42,7 +43,7 @@ report also says how many cores were busy in each part of the run and how many c
 were left idle there: the only room that more overlap could use.
 
 With --toolchain gcccore the easyconfigs use a GCCcore toolchain of the system's gcc (a site
-module, test/ebenv.py), so PyTorchWheels builds its C++ extension at sanity check; with the
+module, test/support/ebenv.py), so PyTorchWheels builds its C++ extension at sanity check; with the
 default SYSTEM toolchain it has no compiler and skips that check.
 
 After each round the floor of each part is measured on the same machine, for each set of wheels:
@@ -92,15 +93,14 @@ from _common import (  # noqa: E402
     sampled,
     timed_run,
 )
-from conftest import cache_dir, cache_lock, download_wheel  # noqa: E402
-from cudastack import (  # noqa: E402
+from support.cudastack import (  # noqa: E402
     IN_PYTHON_MODULE,
     download_stack,
     make_module_roots,
     module_versions,
     write_module,
 )
-from ebenv import (  # noqa: E402
+from support.ebenv import (  # noqa: E402
     GCC_VERSION,
     PYTHON_VERSION,
     EasyBuildEnv,
@@ -108,7 +108,8 @@ from ebenv import (  # noqa: E402
     wheel_easyconfig,
     write_gcccore_toolchain,
 )
-from wheelbuild import sha256  # noqa: E402
+from support.wheelbuild import sha256  # noqa: E402
+from support.wheelcache import cache_dir, cache_lock, download_wheel  # noqa: E402
 
 DEFAULT_ROUNDS = 3
 SAMPLE_MS = round(SAMPLE_SECONDS * 1000)

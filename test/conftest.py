@@ -1,37 +1,21 @@
-"""Session fixtures shared by the whole suite: the real torch wheels of this machine.
+"""Session fixtures shared by the whole suite: the real torch wheels of this machine, real eb.
 
 The wheels come through this machine's pip configuration (`pip download --no-deps`), are cached
 across sessions under $TORCHSTACK_CACHE (default ~/.cache/torchstack), and are installed once
-with `pip install --no-deps --target` for tests that need installed trees.
+with `pip install --no-deps --target` for tests that need installed trees (support/wheelcache.py).
 """
 
 from __future__ import annotations
 
-import fcntl
-import os
-import shutil
-import subprocess
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-
-REAL_WHEELS = {
-    "torch-2.13.0": "torch==2.13.0",
-    "torch-2.14.1": "torch==2.14.1",
-    "torchvision-0.28.0": "torchvision==0.28.0",
-    "torchvision-0.29.1": "torchvision==0.29.1",
-    # consumers beyond the companions, from PyPI: stable C shims (all four on x86_64)
-    "torchaudio-2.11.1": "torchaudio==2.11.1",
-    "torchcodec-0.17.0": "torchcodec==0.17.0",
-    "xformers-0.0.35": "xformers==0.0.35",
-    "torchao-0.18.0": "torchao==0.18.0",
-    # C++ API of libtorch, no torch in its Requires-Dist; runs on 2.14.1, not on 2.13.0
-    "fbgemm_gpu_cpu-1.9.0": "fbgemm_gpu_cpu==1.9.0",
-}
-
+from support.cudastack import IN_PYTHON_MODULE, download_stack
+from support.ebenv import EasyBuildEnv, make_python_root, wheel_easyconfig
+from support.ebmodules import PYTORCH_CUDA, consumer_module, stage_wheels
+from support.extension_src import build_extension_wheel
+from support.wheelbuild import build_wheel, sha256
+from support.wheelcache import REAL_WHEELS, cache_dir, cache_lock, download_wheel, install_tree
 
 # What makes a test `slow`: the real eb and Lmod (eb_env), the real torch wheels (real_wheel,
 # through real_tree too), torch 2.14.1 with its nvidia wheels (cuda_stack), the Slurm cluster,
@@ -48,59 +32,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
 
 
-def cache_dir() -> Path:
-    root = os.environ.get("TORCHSTACK_CACHE") or os.path.expanduser("~/.cache/torchstack")
-    path = Path(root)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-@contextmanager
-def cache_lock(name: str) -> Iterator[None]:
-    """Serialise builders of one cache entry across concurrent pytest runs."""
-    with open(cache_dir() / f".{name}.lock", "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
-
-
-def download_wheel(requirement: str) -> Path:
-    """One wheel from this machine's pip configuration, downloaded once and cached."""
-    name, _, version = requirement.partition("==")
-    dest = cache_dir() / "wheels"
-    pattern = f"{name}-{version}[-+]*.whl"
-    with cache_lock("wheels"):
-        _download(requirement, dest, pattern)
-    found = sorted(dest.glob(pattern))
-    assert found, f"pip download {requirement} produced no wheel in {dest}"
-    return found[0]
-
-
-def _download(requirement: str, dest: Path, pattern: str) -> None:
-    if not sorted(dest.glob(pattern)):
-        subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
-             "--disable-pip-version-check", "--dest", str(dest), requirement],
-            check=True,
-        )
-
-
-def install_tree(wheel: Path) -> Path:
-    """`pip install --no-deps --target` of a wheel, once; returns the site-packages folder."""
-    target = cache_dir() / "trees" / wheel.stem / "site-packages"
-    done = target.parent / ".complete"
-    with cache_lock("trees"):
-        if done.exists():
-            return target
-        shutil.rmtree(target.parent, ignore_errors=True)
-        subprocess.run(
-            [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-compile",
-             "--disable-pip-version-check", "--target", str(target), str(wheel)],
-            check=True,
-        )
-        done.touch()
-    return target
-
-
 @pytest.fixture(scope="session")
 def real_wheel() -> object:
     """Factory: real_wheel("torch-2.13.0") -> Path of the cached real wheel."""
@@ -114,14 +45,6 @@ def real_tree(real_wheel: object) -> object:
 
 
 # -- real EasyBuild and Lmod ----------------------------------------------------------------
-
-from cudastack import IN_PYTHON_MODULE, download_stack, wheel_version  # noqa: E402
-from ebenv import EasyBuildEnv, make_python_root, wheel_easyconfig  # noqa: E402
-from extension_src import build_extension_wheel  # noqa: E402
-from wheelbuild import build_wheel, sha256  # noqa: E402
-
-PYTORCH_CPU = ("PyTorch", "2.13.0", "-whl")
-PYTORCH_CUDA = ("PyTorch", "2.14.1", "-CUDA-13.0-whl")
 
 
 @pytest.fixture(scope="session")
@@ -147,32 +70,6 @@ def pytorch_cpu_module(eb_env: EasyBuildEnv, real_wheel: object) -> str:
     result = eb_env.eb(easyconfig)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return "PyTorch/2.13.0-whl"
-
-
-def stage_wheels(eb_env: EasyBuildEnv, software: str,
-                 wheels: list[Path]) -> list[tuple[str, str, Path, str]]:
-    """Stage wheels as sources of `software`; exts_list entries (name, version, wheel, sha)."""
-    for wheel in wheels:
-        eb_env.stage_source(software, wheel)
-    return [(w.name.split("-")[0].replace("_", "-"), wheel_version(w), w, sha256(w))
-            for w in wheels]
-
-
-def consumer_module(
-    eb_env: EasyBuildEnv, wheel: Path, name: str, version: str,
-    dependencies: list[tuple[str, ...]] | None = None, suffix: str = "-whl",
-    easyblock: str = "PyTorchWheels", options: tuple[str, ...] = (),
-) -> str:
-    """Install one wheel as a module (on PyTorch 2.13.0 by default); fails the test if eb fails."""
-    easyconfig = wheel_easyconfig(
-        eb_env.root / f"{name}-{version}{suffix}.eb", name, version,
-        stage_wheels(eb_env, name, [wheel]),
-        dependencies=[PYTORCH_CPU] if dependencies is None else dependencies,
-        versionsuffix=suffix, easyblock=easyblock,
-    )
-    result = eb_env.eb(easyconfig, *options)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
-    return f"{name}/{version}{suffix}"
 
 
 @pytest.fixture(scope="session")

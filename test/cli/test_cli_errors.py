@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from synthetic import (
+from support.synthetic import (
     SyntheticLibs,
     SyntheticWheels,
     install_prefix,
@@ -26,7 +26,7 @@ from synthetic import (
 from torchstack.cli import main
 from torchstack.fingerprint import fingerprint_path
 
-pytest_plugins = ["synthetic"]
+pytest_plugins = ["support.synthetic"]
 
 PREFIX = "torchstack: error: "
 

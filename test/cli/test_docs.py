@@ -99,7 +99,7 @@ def test_paths_are_found() -> None:
     """Not vacuous: the documents do name many paths, and the expected ones."""
     found = {path for doc in DOCS for path in _paths(doc)}
     assert len(found) >= 30, sorted(found)
-    assert {"scripts/demo", "scripts/test", "docs/design.rst", "test/slurm.py"} <= found
+    assert {"scripts/demo", "scripts/test", "docs/design.rst", "test/support/slurm.py"} <= found
 
 
 def test_commands_exist() -> None:

@@ -3,7 +3,17 @@
 from __future__ import annotations
 
 import pytest
-from test_compat import CPU, CPU_OLD_ABI, CU12, CU13, CUDA_LIBS, NEWER, ROCM, consumer, provider
+from support.fingerprints import (
+    CPU,
+    CPU_OLD_ABI,
+    CU12,
+    CU13,
+    CUDA_LIBS,
+    NEWER,
+    ROCM,
+    consumer,
+    provider,
+)
 
 from torchstack.compat import CompatError, assume_built_against, check, disagreements
 from torchstack.fingerprint import Fingerprint

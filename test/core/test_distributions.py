@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from packaging.utils import canonicalize_name
-from wheelbuild import build_wheel
+from support.wheelbuild import build_wheel
 
 from torchstack.distributions import (
     DistributionError,

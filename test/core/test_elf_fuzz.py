@@ -1,6 +1,6 @@
 """Damaged ELF files: every reader returns or raises `ElfError` naming the file, never hangs.
 
-Real shared objects built by g++ (test/synthetic.py; a SysV-hash libc10 built here; the real
+Real shared objects built by g++ (test/support/synthetic.py; a SysV-hash libc10 built here; the real
 libc10.so of a cached torch tree when there is one) get random bytes and words (0, -1, 2**31,
 ...) written into one of their structures: the ELF header, the program and section headers,
 the dynamic section, the GNU or SysV hash table, the dynamic symbols and strings. pyelftools
@@ -22,15 +22,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from _badinput import assert_one_error, deadline, run_cli
-from _elfmutate import Target, damaged, target_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from synthetic import LIBC10, PYTHON_SITE, SyntheticLibs, SyntheticWheels, install_prefix
+from support.badinput import assert_one_error, deadline, run_cli
+from support.elfmutate import Target, damaged, target_of
+from support.synthetic import LIBC10, PYTHON_SITE, SyntheticLibs, SyntheticWheels, install_prefix
 
 from torchstack import elf, loader, symbols
 
-pytest_plugins = ["synthetic"]
+pytest_plugins = ["support.synthetic"]
 
 FUZZ = settings(max_examples=100, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow])

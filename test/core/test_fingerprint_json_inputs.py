@@ -16,18 +16,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _badinput import assert_one_error, run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
-from synthetic import SyntheticWheels
+from support.badinput import assert_one_error, run_cli
+from support.synthetic import SyntheticWheels
 
 from torchstack.fingerprint import FingerprintError, fingerprint_path
 from torchstack.fingerprint_json import load_fingerprint
 from torchstack.guards.record import FINGERPRINT_FILE, read_fingerprint
 
-pytest_plugins = ["synthetic"]
+pytest_plugins = ["support.synthetic"]
 
 PROPERTY = settings(max_examples=200, deadline=None, derandomize=True, database=None)
 PLACEHOLDER = "@@value@@"

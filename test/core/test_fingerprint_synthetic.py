@@ -11,13 +11,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from synthetic import CONSUMER_BUILDS, TORCH_BUILDS, SyntheticWheels, install_prefix, install_tree
+from support.synthetic import (
+    CONSUMER_BUILDS,
+    TORCH_BUILDS,
+    SyntheticWheels,
+    install_prefix,
+    install_tree,
+)
 
 from torchstack.cli import main
 from torchstack.fingerprint import TorchFacts, fingerprint_path
 from torchstack.fingerprint_json import from_json
 
-pytest_plugins = ["synthetic"]
+pytest_plugins = ["support.synthetic"]
 
 CONTRACT_FIELDS = {"schema", "role", "name", "version", "torch", "link", "requires_torch",
                    "cuda_major", "abi_tag"}

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import cache_dir, cache_lock, download_wheel, install_tree
+from support.wheelcache import cache_dir, cache_lock, download_wheel, install_tree
 
 from torchstack.cli import main
 

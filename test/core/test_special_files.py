@@ -13,14 +13,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from _badinput import assert_one_error, deadline, run_cli
-from synthetic import PYTHON_SITE, SyntheticWheels, install_prefix
+from support.badinput import assert_one_error, deadline, run_cli
+from support.synthetic import PYTHON_SITE, SyntheticWheels, install_prefix
 
 from torchstack import loader
 from torchstack.fingerprint import FingerprintError
 from torchstack.guards.record import FINGERPRINT_FILE, read_fingerprint
 
-pytest_plugins = ["synthetic"]
+pytest_plugins = ["support.synthetic"]
 
 
 def make_fifo(path: Path) -> None:

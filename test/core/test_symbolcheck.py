@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
-from symbolwheels import CALLER, COW, build_symbol_wheels, compile_so
+from support.symbolwheels import CALLER, COW, build_symbol_wheels, compile_so
 
 from torchstack import elf
 from torchstack.cli import main

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from synthetic import SyntheticLibs, dynamic_symbols
+from support.synthetic import SyntheticLibs, dynamic_symbols
 
 from torchstack import symbols
 
-pytest_plugins = ["synthetic"]
+pytest_plugins = ["support.synthetic"]
 
 CXX11_STRING = "NSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE"
 CHECK_FAIL_CXX11 = f"_ZN3c106detail14torchCheckFailEPKcS2_jRK{CXX11_STRING}"

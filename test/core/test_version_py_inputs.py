@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _badinput import assert_one_error, run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from synthetic import SyntheticLibs, install_tree, write_wheel
+from support.badinput import assert_one_error, run_cli
+from support.synthetic import SyntheticLibs, install_tree, write_wheel
 
-pytest_plugins = ["synthetic"]
+pytest_plugins = ["support.synthetic"]
 
 PROPERTY = settings(max_examples=150, deadline=None, derandomize=True, database=None)
 CUDA_VERSION = re.compile(r"[0-9]+(?:\.[0-9]+)*")  # what a CUDA version is: dotted numbers

@@ -1,5 +1,5 @@
 """`torchstack doctor` tests, one file per module of torchstack/doctor.
 
-A package so that its conftest.py is imported as `doctor.conftest`: a second top-level
-`conftest` module would displace test/conftest.py, which tests import by that name.
+A package so that its modules are imported as `doctor.<name>`: test/index has a
+test_consumers.py too, and two top-level `test_consumers` modules would clash.
 """

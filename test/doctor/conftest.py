@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from doctorenv import (
+from support.doctorenv import (
     TORCH_RUNTIME,
     TORCHVISION_RUNTIME,
     Diagnosis,

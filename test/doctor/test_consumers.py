@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from doctorenv import (
+from support.doctorenv import (
     clean_environ,
     doctor,
     one,

@@ -7,12 +7,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from doctorenv import (
+from support.doctorenv import (
     REPO,
     SITE,
     one,
 )
-from ebenv import EasyBuildEnv
+from support.ebenv import EasyBuildEnv
 
 
 class TestRealModule:

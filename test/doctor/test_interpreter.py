@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from doctorenv import (
+from support.doctorenv import (
     REPO,
     SITE,
     Factory,

@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from doctorenv import (
+from support.doctorenv import (
     FIELD_FIX,
     NINJA_PATH,
     Factory,

@@ -6,9 +6,8 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import cache_dir, cache_lock
-from cudastack import make_module_roots, module_versions
-from doctorenv import (
+from support.cudastack import make_module_roots, module_versions
+from support.doctorenv import (
     CUDNN_FIX,
     NINJA_PATH,
     SITE,
@@ -19,6 +18,7 @@ from doctorenv import (
     library,
     one,
 )
+from support.wheelcache import cache_dir, cache_lock
 
 
 class TestTorchWithoutNvidiaWheels:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from doctorenv import (
+from support.doctorenv import (
     SITE,
     Factory,
     clean_environ,

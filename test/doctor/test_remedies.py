@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from doctorenv import (
+from support.doctorenv import (
     CUDNN_FIX,
     Factory,
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from doctorenv import (
+from support.doctorenv import (
     CUDNN_FIX,
     NINJA_PATH,
     SITE,

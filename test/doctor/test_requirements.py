@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from doctorenv import (
+from support.doctorenv import (
     Diagnosis,
     one,
 )

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from doctorenv import (
+from support.doctorenv import (
     SITE,
 )
 

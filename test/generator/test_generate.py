@@ -17,9 +17,9 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from ebenv import EasyBuildEnv
-from indexserver import IndexServer
-from releasewheels import CU12_PINS, cpu_release, pypi_release
+from support.ebenv import EasyBuildEnv
+from support.indexserver import IndexServer
+from support.releasewheels import CU12_PINS, cpu_release, pypi_release
 
 from torchstack.cli import main
 from torchstack.generator import toolchains

@@ -12,8 +12,8 @@ import re
 from pathlib import Path
 
 import pytest
-from ebenv import EasyBuildEnv
-from test_render import duplicate_keys
+from support.dictkeys import duplicate_keys
+from support.ebenv import EasyBuildEnv
 
 from torchstack.cli import main
 from torchstack.index import catalog

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import cache_dir, cache_lock
-from ebenv import EasyBuildEnv
-from indexserver import IndexServer
-from releasewheels import pypi_release
-from wheelbuild import build_wheel
+from support.ebenv import EasyBuildEnv
+from support.indexserver import IndexServer
+from support.releasewheels import pypi_release
+from support.wheelbuild import build_wheel
+from support.wheelcache import cache_dir, cache_lock
 
 from torchstack.cli import main
 from torchstack.generator import siteprojects

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from indexserver import IndexServer
-from releasewheels import cpu_release, pypi_release
+from support.indexserver import IndexServer
+from support.releasewheels import cpu_release, pypi_release
 
 from torchstack.cli import main
 

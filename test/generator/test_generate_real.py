@@ -15,9 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import cache_dir, cache_lock
-from ebenv import PYTHON_VERSION, EasyBuildEnv, make_python_root
-from indexserver import IndexServer
+from support.ebenv import PYTHON_VERSION, EasyBuildEnv, make_python_root
+from support.indexserver import IndexServer
+from support.wheelcache import cache_dir, cache_lock
 
 from torchstack.cli import main
 from torchstack.guards.record import FINGERPRINT_FILE

@@ -17,9 +17,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from ebenv import EasyBuildEnv
-from indexserver import IndexServer
-from releasewheels import cpu_release, pypi_release
+from support.ebenv import EasyBuildEnv
+from support.indexserver import IndexServer
+from support.releasewheels import cpu_release, pypi_release
 
 from torchstack import cudalibs
 from torchstack.cli import main

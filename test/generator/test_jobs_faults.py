@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_cluster_build import CHECKSUM_FAILED, SUBMISSION, SUCCEEDED
+from support.joblogs import CHECKSUM_FAILED, SUBMISSION, SUCCEEDED
 
 from torchstack.generator import jobs
 

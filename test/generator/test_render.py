@@ -11,6 +11,7 @@ import pycodestyle
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.dictkeys import duplicate_keys
 
 from torchstack.cli import main
 from torchstack.generator.render import (
@@ -138,26 +139,6 @@ def style_errors(text: str) -> list[str]:
     report = guide.options.report
     assert isinstance(report, _Collect)
     return report.found
-
-
-def duplicate_keys(text: str) -> list[str]:
-    """`line: key` for every key that a dict literal of a Python text names a second time."""
-    found: list[tuple[int, str]] = []
-    for node in ast.walk(ast.parse(text)):
-        if not isinstance(node, ast.Dict):
-            continue
-        seen: set[object] = set()
-        for key in node.keys:
-            if key is None:  # {**other}
-                continue
-            try:
-                value: object = ast.literal_eval(key)
-            except ValueError:
-                value = ast.dump(key)
-            if value in seen:
-                found.append((key.lineno, repr(value)))
-            seen.add(value)
-    return [f"{line}: {key}" for line, key in sorted(found)]
 
 
 def _dict_values(text: str, key: str) -> list[object]:

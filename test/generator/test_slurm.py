@@ -13,9 +13,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import cache_dir, cache_lock
-from ebenv import PYTHON_VERSION, EasyBuildEnv, make_python_root
-from slurm import SlurmCluster, eb_environ, shared_cluster
+from support.ebenv import PYTHON_VERSION, EasyBuildEnv, make_python_root
+from support.slurm import SlurmCluster, eb_environ, shared_cluster
+from support.wheelcache import cache_dir, cache_lock
 
 from torchstack.cli import main
 

@@ -1,15 +1,15 @@
 """Stage 2: PyTorch built from source beside wheel-style builds, with the real eb and Lmod.
 
-The motivating report, reproduced with real binaries: one torch source tree (test/fakelibtorch.py)
-is built twice by the real eb with the stage-2 easyblock, once with _GLIBCXX_USE_CXX11_ABI=1 (a
-source build) and once with =0 (a pre-2.7 wheel), same release 2.6.0. A C++ extension is built
-from source against each with EasyBuild's own PythonPackage and recorded through the hooks file;
-a pure-Python consumer sits on the C++11 one. Lmod must refuse every swap and load that would
-put an extension on the other ABI, `torchstack scan --swap` must name exactly the extension to
-rebuild, and the refusal must be no false alarm: forced onto the other ABI, the extension does
-not import (undefined symbol).
+The motivating report, reproduced with real binaries: one torch source tree
+(test/support/fakelibtorch.py) is built twice by the real eb with the stage-2 easyblock, once with
+_GLIBCXX_USE_CXX11_ABI=1 (a source build) and once with =0 (a pre-2.7 wheel), same release 2.6.0. A
+C++ extension is built from source against each with EasyBuild's own PythonPackage and recorded
+through the hooks file; a pure-Python consumer sits on the C++11 one. Lmod must refuse every swap
+and load that would put an extension on the other ABI, `torchstack scan --swap` must name exactly
+the extension to rebuild, and the refusal must be no false alarm: forced onto the other ABI, the
+extension does not import (undefined symbol).
 
-Only PyTorch's own test suite is stubbed (test/easyblocks/fakepytorchsource.py); compile,
+Only PyTorch's own test suite is stubbed (test/support/easyblocks/fakepytorchsource.py); compile,
 install, sanity checks, fingerprint and module are the stage-2 easyblock's, run for real.
 """
 
@@ -21,8 +21,8 @@ import shlex
 from pathlib import Path
 
 import pytest
-from ebenv import EasyBuildEnv
-from fakelibtorch import (
+from support.ebenv import EasyBuildEnv
+from support.fakelibtorch import (
     RELEASE,
     consumer_easyconfig,
     consumer_source,
@@ -32,8 +32,8 @@ from fakelibtorch import (
     toy_source,
     write_blas_module,
 )
-from synthetic import dynamic_symbols
-from wheelbuild import sha256
+from support.synthetic import dynamic_symbols
+from support.wheelbuild import sha256
 
 from torchstack import symbols
 from torchstack.cli import main

@@ -10,39 +10,26 @@ from __future__ import annotations
 
 import re
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support.lmodrun import (
+    CU13,
+    LMOD_INIT,
+    Step,
+    consumer,
+    provider,
+    read_environment,
+    write_module,
+)
 
 from torchstack import compat
 from torchstack.cli import main
-from torchstack.fingerprint import Fingerprint, Link, TorchFacts, abi_tag
+from torchstack.fingerprint import Fingerprint
 from torchstack.guards import halves, record
 from torchstack.guards.halves import GuardError
 from torchstack.guards.lua import EVALUATOR as LUA_EVALUATOR
 from torchstack.guards.tcl import EVALUATOR as TCL_EVALUATOR
-
-LMOD_INIT = "/usr/share/lmod/lmod/init/bash"
-
-
-def provider(version: str, *, cuda: str | None = None, cxx11_abi: bool | None = True,
-             hip: str | None = None) -> Fingerprint:
-    release, _, local = version.partition("+")
-    torch = TorchFacts(release, local or None, cxx11_abi, cuda, hip)
-    major = int(cuda.split(".")[0]) if cuda else None
-    return Fingerprint("provider", "torch", version, torch, None, None, major,
-                       abi_tag("provider", None, torch))
-
-
-def consumer(link: Link, release: str | None, requires: str, *, cuda: str | None = None,
-             cuda_major: int | None = None, name: str = "fakevision",
-             libraries: tuple[str, ...] = (), cxx11_abi: bool = True) -> Fingerprint:
-    local = f"cu{cuda.replace('.', '')}" if cuda else None
-    torch = TorchFacts(release, local, cxx11_abi if link == "cxx" else None, cuda, None)
-    return Fingerprint("consumer", name, "0.1.0", torch, link, requires, cuda_major,
-                       abi_tag("consumer", link, torch, cuda_major), libraries)
-
 
 # the libtorch libraries of a consumer that links no GPU code (torchcodec 0.9's), and of one
 # that does (torchvision 0.28's CUDA build)
@@ -51,7 +38,6 @@ CUDA_LIBS = (*CPU_LIBS, "libc10_cuda.so", "libtorch_cuda.so")
 
 
 CPU = provider("2.13.0+cpu")
-CU13 = provider("2.14.1+cu130", cuda="13.0")
 CU13_213 = provider("2.13.0+cu130", cuda="13.0")
 PROVIDERS = {"PyTorch/a": CPU, "PyTorch/b": CU13, "PyTorch/c": provider("2.13.0+cpu"),
              "PyTorch/d": CU13_213}
@@ -73,30 +59,6 @@ CONSUMERS = {
 # -- running Lmod ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Step:
-    """The outcome of one `module` command: status, stderr, the environment after it."""
-
-    rc: int
-    err: str
-    env: dict[str, str]
-
-    @property
-    def message(self) -> str:
-        return " ".join(self.err.split())  # Lmod wraps its messages to the terminal width
-
-    @property
-    def loaded(self) -> set[str]:
-        return set(filter(None, self.env.get("LOADEDMODULES", "").split(":")))
-
-    @property
-    def consumers(self) -> list[str]:
-        return self.env.get(halves.CONSUMERS_VARIABLE, "").split(";")
-
-    def torchstack(self) -> dict[str, str]:
-        return {k: v for k, v in self.env.items() if k.startswith("TORCHSTACK_")}
-
-
 def run_module(tmp_path: Path, modulepath: Path, *commands: str,
                site_package: Path | None = None,
                inherited: dict[str, str] | None = None) -> list[Step]:
@@ -116,23 +78,12 @@ def run_module(tmp_path: Path, modulepath: Path, *commands: str,
         env["LMOD_PACKAGE_PATH"] = str(site_package)
     subprocess.run(["bash", "--noprofile", "--norc", "-c", "\n".join(lines)], env=env,
                    check=True, timeout=120)
-    steps = [Step(0, "", _environment(out / "env0"))]
+    steps = [Step(0, "", read_environment(out / "env0"))]
     for i in range(1, len(commands) + 1):
         rc = int((out / f"rc{i}").read_text())
         err = (out / f"err{i}").read_text(errors="replace")
-        steps.append(Step(rc, err, _environment(out / f"env{i}")))
+        steps.append(Step(rc, err, read_environment(out / f"env{i}")))
     return steps
-
-
-def _environment(path: Path) -> dict[str, str]:
-    pairs = path.read_bytes().decode().split("\0")
-    return dict(p.split("=", 1) for p in pairs if "=" in p)
-
-
-def write_module(root: Path, name: str, syntax: str, body: str) -> None:
-    path = root / (name + (".lua" if syntax == "lua" else ""))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(body if syntax == "lua" else "#%Module\n" + body, encoding="utf-8")
 
 
 def provider_module(fp: Fingerprint, name: str, syntax: str) -> str:

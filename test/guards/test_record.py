@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from test_compat import CPU, CU13, ROCM, consumer
+from support.fingerprints import CPU, CU13, ROCM, consumer
 
 from torchstack.fingerprint import Fingerprint
 from torchstack.guards.record import (

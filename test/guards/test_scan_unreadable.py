@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_scan import (
+from support.scantree import (
     CPU,
     CU13,
     CU13_SOURCE,
@@ -30,9 +30,9 @@ from test_scan import (
     RECORDED,
     TORCHDATA,
     VISION_CXX,
-    installpath,  # noqa: F401  (the fixture, as `tree` below)
+    installpath_fixture,  # noqa: F401  (the fixture `installpath`, as `tree` below)
 )
-from test_scan import VISION_STABLE as STABLE
+from support.scantree import VISION_STABLE as STABLE
 
 from torchstack.guards.record import FINGERPRINT_FILE
 from torchstack.guards.scan import Unreadable, fingerprint_installation, plan_swap, scan_installpath

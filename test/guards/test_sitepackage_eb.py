@@ -16,9 +16,9 @@ import io
 from pathlib import Path
 
 import pytest
-from conftest import consumer_module, stage_wheels
-from ebenv import EasyBuildEnv, wheel_easyconfig
-from swapmatrix import assert_refused, forced, recorded_tag, works
+from support.ebenv import EasyBuildEnv, wheel_easyconfig
+from support.ebmodules import consumer_module, stage_wheels
+from support.swapmatrix import assert_refused, forced, recorded_tag, works
 
 from torchstack.cli import main
 

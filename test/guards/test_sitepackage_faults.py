@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_guards import CU13, LMOD_INIT, Step, _environment, consumer, write_module
+from support.lmodrun import CU13, LMOD_INIT, Step, consumer, read_environment, write_module
 
 from torchstack.guards import halves, record
 from torchstack.guards.sitepackage import (
@@ -61,11 +61,11 @@ def run(tmp_path: Path, modulepath: Path, site: Path | None, *commands: str,
     if site is not None:
         env["LMOD_PACKAGE_PATH"] = str(site)
     shell([*user, "bash", "--noprofile", "--norc", "-c", "\n".join(lines)], env, timeout)
-    steps = [Step(0, "", _environment(out / "env0"))]
+    steps = [Step(0, "", read_environment(out / "env0"))]
     for i in range(1, len(commands) + 1):
         steps.append(Step(int((out / f"rc{i}").read_text()),
                           (out / f"err{i}").read_text(errors="replace"),
-                          _environment(out / f"env{i}")))
+                          read_environment(out / f"env{i}")))
     return steps
 
 

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PYTORCH_CUDA, stage_wheels
-from ebenv import EasyBuildEnv, wheel_easyconfig
-from swapmatrix import Cell, assert_load, assert_runs_on_own, assert_swap, software
+from support.ebenv import EasyBuildEnv, wheel_easyconfig
+from support.ebmodules import PYTORCH_CUDA, stage_wheels
+from support.swapmatrix import Cell, assert_load, assert_runs_on_own, assert_swap, software
 
 from torchstack import compat
 from torchstack.guards.record import read_fingerprint

@@ -11,9 +11,9 @@ The Tcl modules are in test_tcl_provider.py.
 from __future__ import annotations
 
 import pytest
-from conftest import stage_wheels
-from ebenv import EasyBuildEnv, wheel_easyconfig
-from swapmatrix import CALLS, Cell, assert_load, assert_runs_on_own, assert_swap
+from support.ebenv import EasyBuildEnv, wheel_easyconfig
+from support.ebmodules import stage_wheels
+from support.swapmatrix import CALLS, Cell, assert_load, assert_runs_on_own, assert_swap
 
 CPU, CPU_COPY = "PyTorch/2.13.0-whl", "PyTorch/2.13.0-copy-whl"
 CUDA = "PyTorch/2.14.1-CUDA-13.0-whl"

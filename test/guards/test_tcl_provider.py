@@ -12,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import consumer_module, stage_wheels
-from ebenv import EasyBuildEnv, wheel_easyconfig
-from swapmatrix import Cell, assert_load, assert_swap, environment, recorded_tag, works
+from support.ebenv import EasyBuildEnv, wheel_easyconfig
+from support.ebmodules import consumer_module, stage_wheels
+from support.swapmatrix import Cell, assert_load, assert_swap, environment, recorded_tag, works
 
 from torchstack.paths import hooks_path
 

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from indexserver import IndexServer
-from wheelbuild import build_wheel
+from support.indexserver import IndexServer
+from support.wheelbuild import build_wheel
 
 from torchstack.cli import main
 from torchstack.index import consumers

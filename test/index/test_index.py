@@ -1,6 +1,6 @@
 """torchstack.index.simple: the simple-index client against a real index server on 127.0.0.1.
 
-The server (test/indexserver.py) serves small wheels built here with zipfile and this
+The server (test/support/indexserver.py) serves small wheels built here with zipfile and this
 machine's real torch and torchvision wheels, as PEP 691 JSON or PEP 503 HTML, with PEP 658
 metadata files and range requests, and injects the faults each test asks for. Local indexes
 (a PEP 503 tree like /opt/pypi-more/simple, a flat folder) are built in tmp_path.
@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from indexserver import IndexServer
-from wheelbuild import build_wheel
+from support.indexserver import IndexServer
+from support.wheelbuild import build_wheel
 
 from torchstack.errors import TorchstackError
 from torchstack.index._zipdir import ZipDirectoryError, file_dist_info_metadata

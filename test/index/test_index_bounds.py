@@ -1,4 +1,4 @@
-"""The index client's bounds and words against the real local server (test/indexserver.py):
+"""The index client's bounds and words against the real local server (test/support/indexserver.py):
 deadlines against trickling servers, size caps against gzip and METADATA bombs, credentials
 kept out of everything recorded, and what a 404 or a login page is called.
 
@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from indexserver import JSON_TYPE, IndexServer, metadata_bomb
-from wheelbuild import build_wheel
+from support.indexserver import JSON_TYPE, IndexServer, metadata_bomb
+from support.wheelbuild import build_wheel
 
 from torchstack.errors import TorchstackError
 from torchstack.generator import render

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 from elftools.elf.elffile import ELFFile
-from indexserver import IndexServer
 from packaging.version import Version
-from symbolwheels import build_symbol_wheels
+from support.indexserver import IndexServer
+from support.symbolwheels import build_symbol_wheels
 
 from torchstack.index import torchsymbols
 from torchstack.index.simple import SimpleIndex
@@ -128,7 +128,7 @@ class TestRealLayouts:
                 symbols.exports(index, file, ["libtorch_cpu.so"])
             # the next consumer's question fails at once: no byte more of this wheel is read
             fetched = dict(symbols.fetched)
-            with pytest.raises(torchsymbols.TorchstackError, match="libtorch_cpu.so"):
+            with pytest.raises(torchsymbols.TorchstackError, match=r"libtorch_cpu\.so"):
                 symbols.exports(index, file, ["libtorch_cuda.so", "libc10_cuda.so"])
             assert symbols.fetched == fetched
 
@@ -148,8 +148,8 @@ class TestBadInput:
     )
     def test_lying_tables_are_an_error_not_an_answer(
             self, tmp_path: Path, library: bytes, message: str) -> None:
-        from synthetic import version_py
-        from wheelbuild import build_wheel
+        from support.synthetic import version_py
+        from support.wheelbuild import build_wheel
 
         wheel = build_wheel(tmp_path, "torch", "2.13.0+cpu", {
             "torch/version.py": version_py("2.13.0+cpu").encode(),

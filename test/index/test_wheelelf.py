@@ -13,16 +13,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import install_tree
-from indexserver import IndexServer
-from synthetic import CONSUMER_BUILDS, SyntheticWheels
+from support.indexserver import IndexServer
+from support.synthetic import CONSUMER_BUILDS, SyntheticWheels
+from support.wheelcache import install_tree
 
 from torchstack import elf
 from torchstack.fingerprint import Fingerprint, fingerprint_path
 from torchstack.index import _zipdir, wheelelf
 from torchstack.index.simple import SimpleIndex
 
-pytest_plugins = ["synthetic"]
+pytest_plugins = ["support.synthetic"]
 
 # key of REAL_WHEELS -> (link, abi_tag) the install-time fingerprint gives
 REAL_CONSUMERS = {

@@ -10,13 +10,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import cache_dir, cache_lock, stage_wheels
-from cudastack import (
+from support.cudastack import (
     make_module_roots,
     module_versions,
     write_module,
 )
-from ebenv import EasyBuildEnv, wheel_easyconfig
+from support.ebenv import EasyBuildEnv, wheel_easyconfig
+from support.ebmodules import stage_wheels
+from support.wheelcache import cache_dir, cache_lock
 
 from torchstack.fingerprint import fingerprint_path
 

@@ -8,9 +8,9 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from ebenv import EasyBuildEnv, wheel_easyconfig, write_gcccore_toolchain
-from extension_src import write_old_abi_compiler
-from wheelbuild import sha256
+from support.ebenv import EasyBuildEnv, wheel_easyconfig, write_gcccore_toolchain
+from support.extension_src import write_old_abi_compiler
+from support.wheelbuild import sha256
 
 from torchstack.install.jitcheck import SUCCESS
 

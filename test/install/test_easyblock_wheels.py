@@ -12,9 +12,9 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from conftest import consumer_module
-from ebenv import EasyBuildEnv, wheel_easyconfig
-from wheelbuild import build_wheel, sha256
+from support.ebenv import EasyBuildEnv, wheel_easyconfig
+from support.ebmodules import consumer_module
+from support.wheelbuild import build_wheel, sha256
 
 from torchstack.fingerprint import fingerprint_path
 from torchstack.guards.record import FINGERPRINT_FILE

@@ -14,10 +14,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import consumer_module, stage_wheels
-from cudastack import IN_PYTHON_MODULE
-from ebenv import EasyBuildEnv, wheel_easyconfig
-from swapmatrix import (
+from support.cudastack import IN_PYTHON_MODULE
+from support.ebenv import EasyBuildEnv, wheel_easyconfig
+from support.ebmodules import consumer_module, stage_wheels
+from support.swapmatrix import (
     CALLS,
     Cell,
     assert_load,
@@ -26,7 +26,7 @@ from swapmatrix import (
     recorded_tag,
     software,
 )
-from wheelbuild import build_wheel
+from support.wheelbuild import build_wheel
 
 from torchstack.guards.record import FINGERPRINT_FILE, read_fingerprint
 from torchstack.paths import hooks_path

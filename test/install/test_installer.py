@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from wheelbuild import build_wheel
+from support.wheelbuild import build_wheel
 
 from torchstack.errors import TorchstackError
 from torchstack.install.wheels import (

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from extension_src import write_old_abi_compiler
+from support.extension_src import write_old_abi_compiler
 
 from torchstack.install.jitcheck import SOURCE, SUCCESS, write_script
 

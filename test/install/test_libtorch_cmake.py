@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from easybuild.framework.easyblock import EasyBlock
 from easybuild.tools.modules import ModuleLoadEnvironment
-from ebenv import EasyBuildEnv
+from support.ebenv import EasyBuildEnv
 
 from torchstack.install.steps import add_libtorch_module_paths, libtorch_module_paths
 

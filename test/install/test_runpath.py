@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import cache_dir, cache_lock, stage_wheels
-from cudastack import make_module_roots, module_versions, write_module
-from ebenv import EasyBuildEnv, wheel_easyconfig
+from support.cudastack import make_module_roots, module_versions, write_module
+from support.ebenv import EasyBuildEnv, wheel_easyconfig
+from support.ebmodules import stage_wheels
+from support.wheelcache import cache_dir, cache_lock
 
 from torchstack import loader
 from torchstack.install import libraries, runpath

@@ -8,8 +8,8 @@ import re
 from pathlib import Path
 
 import pytest
-from symbolwheels import build_symbol_wheels
-from synthetic import install_prefix
+from support.symbolwheels import build_symbol_wheels
+from support.synthetic import install_prefix
 
 from torchstack.install.torchcheck import InstallationError, examine
 

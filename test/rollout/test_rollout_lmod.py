@@ -6,7 +6,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from ebenv import LMOD_CMD, LMOD_INIT
+from support.ebenv import LMOD_CMD, LMOD_INIT
 
 from torchstack.rollout.defaults import Default, write_defaults
 

@@ -1,8 +1,8 @@
 """`torchstack rollout` end to end: the real eb builds the plan's easystack, real Lmod loads the
 defaults it writes.
 
-Each install path holds a "wheel" PyTorch/2.6.0-whl and a source-built PyTorch/2.6.0 of the
-same release (the small libtorch of test/fakelibtorch.py, built by the stage-2 easyblock), and
+Each install path holds a "wheel" PyTorch/2.6.0-whl and a source-built PyTorch/2.6.0 of the same
+release (the small libtorch of test/support/fakelibtorch.py, built by the stage-2 easyblock), and
 two consumers built on the wheel module: fakeops (a C++ extension) and faketoy (pure Python).
 - pre-2.7: the wheel module uses the pre-C++11 ABI, as official wheels before 2.7 did: fakeops
   must be rebuilt, faketoy runs on the source build as it is;
@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ebenv import EasyBuildEnv
-from fakelibtorch import (
+from support.ebenv import EasyBuildEnv
+from support.fakelibtorch import (
     RELEASE,
     consumer_easyconfig,
     consumer_source,
@@ -33,7 +33,7 @@ from fakelibtorch import (
     toy_source,
     write_blas_module,
 )
-from wheelbuild import sha256
+from support.wheelbuild import sha256
 
 from torchstack.cli import main
 

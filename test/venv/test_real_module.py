@@ -1,6 +1,6 @@
 """`torchstack venv` on the real PyTorch/2.13.0-whl module (real eb, real Lmod, a real venv).
 
-pip installs only from a simple index on 127.0.0.1 (test/indexserver.py) that serves
+pip installs only from a simple index on 127.0.0.1 (test/support/indexserver.py) that serves
 torchtoy (requires torch>=2.13), torchpin (requires torch==2.14.1), a pure-Python package,
 and a small torch 2.14.1 that pip would take as a second torch if nothing stopped it. The
 user's pip configuration of this machine (its local wheel folders) is kept out by a HOME of
@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from doctorenv import REPO, SITE, findings, one
-from ebenv import PYTHON_VERSION, EasyBuildEnv
-from indexserver import IndexServer
-from wheelbuild import build_wheel
+from support.doctorenv import REPO, SITE, findings, one
+from support.ebenv import PYTHON_VERSION, EasyBuildEnv
+from support.indexserver import IndexServer
+from support.wheelbuild import build_wheel
 
 pytestmark = pytest.mark.slow
 

@@ -13,8 +13,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from synthetic import version_py
-from wheelbuild import build_wheel
+
+from support.synthetic import version_py
+from support.wheelbuild import build_wheel
 
 C10 = """
 namespace c10 { int kept(int x) { return x; } }

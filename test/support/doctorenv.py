@@ -25,16 +25,17 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from conftest import cache_dir, cache_lock
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+
+from support.wheelcache import cache_dir, cache_lock
 
 # What torch 2.13 and 2.14 import at run time (their Requires-Dist), and torchvision's.
 TORCH_RUNTIME = ("filelock", "typing-extensions>=4.10.0", "sympy>=1.13.3", "mpmath",
                  "networkx>=2.5.1", "jinja2", "markupsafe", "fsspec>=0.8.5", "setuptools>=77.0.3")
 TORCHVISION_RUNTIME = ("numpy", "pillow")
 PYTHON_VERSION = f"{sys.version_info[0]}.{sys.version_info[1]}"
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _key(*parts: object) -> str:

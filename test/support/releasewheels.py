@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from wheelbuild import build_wheel
+from support.wheelbuild import build_wheel
 
 LINUX = 'platform_system == "Linux"'
 TORCH_REQUIRES = ("filelock", "typing-extensions>=4.10.0", "setuptools", "sympy>=1.13.3",

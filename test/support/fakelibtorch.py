@@ -16,7 +16,7 @@ one instead, through EasyBuild's own EB_PyTorch steps (`pip install .` of a sour
 - `faketoy-1.0.tar.gz`: a pure-Python consumer that requires torch>=2.6.
 
 Helpers write the easyconfigs: torch with the stage-2 easyblock (through a test subclass that
-stubs only PyTorch's test suite, see test/easyblocks/), consumers with EasyBuild's own
+stubs only PyTorch's test suite, see test/support/easyblocks/), consumers with EasyBuild's own
 PythonPackage (recorded through the hooks file).
 """
 
@@ -30,10 +30,9 @@ import textwrap
 from collections.abc import Mapping
 from pathlib import Path
 
-from cudastack import write_module
-from ebenv import PYTHON_VERSION, EasyBuildEnv
-from synthetic import C10_HEADER, LIBC10, LIBTORCH_CPU
-
+from support.cudastack import write_module
+from support.ebenv import PYTHON_VERSION, EasyBuildEnv
+from support.synthetic import C10_HEADER, LIBC10, LIBTORCH_CPU
 from torchstack.paths import easyblocks_path, hooks_path
 
 RELEASE = "2.6.0"

@@ -1,6 +1,6 @@
 """A simple index on 127.0.0.1 for tests and benchmarks, with faults to inject.
 
-    from indexserver import IndexServer
+    from support.indexserver import IndexServer
 
     with IndexServer() as server:                       # port 0: a free port; stops on exit
         server.add_wheel(path)                           # a real or synthetic wheel file
@@ -81,7 +81,8 @@ from typing import Any, BinaryIO
 from urllib.parse import quote, unquote, urlsplit
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
-from wheelbuild import sha256 as file_sha256
+
+from support.wheelbuild import sha256 as file_sha256
 
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 HTML_TYPE = "text/html"

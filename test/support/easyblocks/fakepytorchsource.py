@@ -1,5 +1,6 @@
 """
-PyTorchSource for the small libtorch of test/fakelibtorch.py: only PyTorch's test suite is stubbed.
+PyTorchSource for the small libtorch of test/support/fakelibtorch.py: only PyTorch's test suite
+is stubbed.
 
 Everything else runs as for a real source build: EB_PyTorch's configure step (its build options
 and custom_opts, passed as environment variables to the build), PythonPackage's `pip install .`

@@ -9,8 +9,8 @@ The libraries imitate just enough of libtorch for torchstack to decide on:
 
 Everything is compiled once a test session (`synthetic_libs`), in parallel, and packed into
 wheels once a session (`synthetic_wheels`). Tests that damage a wheel copy it first.
-Test modules load these fixtures with `pytest_plugins = ["synthetic"]` and import its helpers;
-since they import it before pytest registers it, it opts out of assertion rewriting
+Test modules load these fixtures with `pytest_plugins = ["support.synthetic"]` and import its
+helpers; since they import it before pytest registers it, it opts out of assertion rewriting
 (PYTEST_DONT_REWRITE) and raises its own errors instead of asserting.
 """
 

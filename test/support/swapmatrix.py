@@ -15,8 +15,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from ebenv import EasyBuildEnv
-
+from support.ebenv import EasyBuildEnv
 from torchstack.guards.record import read_fingerprint
 
 # How each consumer class is called: ext is cxx, vision is stable (CUDA 13), toy is python.
