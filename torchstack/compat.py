@@ -53,6 +53,7 @@ class Verdict:
 
     compatible: bool
     reasons: tuple[str, ...]
+    symbols_missing: bool = False  # a reason is libtorch symbols the provider lacks
 
     def line(self) -> str:
         word = "compatible" if self.compatible else "incompatible"
@@ -77,12 +78,13 @@ def check(provider: Fingerprint, consumer: Fingerprint,
         judged = assume_built_against(provider, consumer)  # its symbols decide its release
     rules = RULES[consumer.link or "python"]
     reasons = [r for r in (rule.check(provider, judged) for rule in rules) if r is not None]
-    if symbols is not None and not symbols.resolved and consumer.link != "python":
+    missing = symbols is not None and not symbols.resolved and consumer.link != "python"
+    if symbols is not None and missing:
         # After the rules: a CUDA consumer on a CPU torch misses CUDA symbols, and the
         # flavour is the cause a user can act on; the symbols are the proof.
         reasons.append(symbols.line())
     if reasons:
-        return Verdict(False, tuple(reasons))
+        return Verdict(False, tuple(reasons), missing)
     if symbols is None or consumer.link == "python":
         return Verdict(True, (_why_compatible(provider, judged),))
     if judged is not consumer:

@@ -84,8 +84,7 @@ def consumer_finding(provider: Fingerprint, consumer: Consumer,
         return warning("consumer-unknown", f"{where}: cannot compare with torch: {verdict}")
     if verdict.compatible:
         return info("consumer-compatible", f"{consumer.placed.label}: {verdict.line()}")
-    missing = any(" libtorch symbols missing in " in r for r in verdict.reasons)
-    if found.link == "cxx" and found.torch.release is None and not missing:
+    if found.link == "cxx" and found.torch.release is None and not verdict.symbols_missing:
         return warning("consumer-unknown",
                        f"{where} links libtorch's C++ API; the torch it was built against "
                        "is unknown, so it may or may not load",
