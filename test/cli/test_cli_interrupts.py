@@ -35,6 +35,12 @@ def filled(out: Path, count: int = KEEP) -> Path:
     return out
 
 
+def sigint_as_at_a_terminal() -> None:
+    """A runner started in the background (`cmd &` without job control) hands its children
+    SIGINT ignored, and Python then installs no KeyboardInterrupt handler: give it back."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def leftovers(parent: Path) -> list[str]:
     return sorted(p.name for p in parent.iterdir() if p.name.startswith("."))
 
@@ -55,7 +61,8 @@ class TestCtrlC:
     def test_while_writing(self, tmp_path: Path, signum: int, code: int, line: str) -> None:
         out = filled(tmp_path / "out")
         run = subprocess.Popen([*GENERATE, *OFFLINE, "--out", str(out)], text=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               preexec_fn=sigint_as_at_a_terminal)
         deadline = time.monotonic() + 120
         while not any(".tmp-" in name for name in os.listdir(tmp_path)):
             assert run.poll() is None, "generate ended before it wrote"
@@ -77,7 +84,8 @@ class TestCtrlC:
             index = f"http://127.0.0.1:{server.getsockname()[1]}/simple/"
             run = subprocess.Popen([*GENERATE, "2.9.1", "--index", index, "--out",
                                     str(tmp_path / "out")], text=True,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   preexec_fn=sigint_as_at_a_terminal)
             connection, _ = server.accept()
             with connection:
                 time.sleep(0.2)
