@@ -18,12 +18,12 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from support.wheelcache import cache_dir, cache_lock, download_wheel, install_tree
+from support.doctorenv import TORCH_RUNTIME, make_venv, pip_wheels
+from support.wheelcache import download_wheel, install_tree
 
 from torchstack.cli import main
 
@@ -55,6 +55,7 @@ RAN = {
     "torchao==0.18.0": {"cpu": False, "cu13": True},
 }
 RUNTIMES = ("cpu", "cu13")
+OPERATION_NEEDS = ("numpy", "pillow")  # torchvision's nms and its import
 
 PROBE = r"""
 import glob, os, sys
@@ -80,28 +81,17 @@ print("ran")
 """
 
 
-def _runtime_python(key: str, cuda_stack: dict[str, Path] | None) -> Path:
-    """A venv with only the runtime's torch (and what the operations need), cached."""
-    root = cache_dir() / "runtimes" / key
-    python = root / "bin" / "python"
-    with cache_lock(f"runtime-{key}"):
-        if (root / ".complete").exists():
-            return python
-        shutil.rmtree(root, ignore_errors=True)
-        subprocess.run([sys.executable, "-m", "venv", str(root)], check=True)
-        wanted = ["torch==2.13.0"] if key == "cpu" else ["torch==2.14.1"]
-        links = [] if cuda_stack is None else [
-            "--find-links", str(next(iter(cuda_stack.values())).parent)]
-        subprocess.run([str(python), "-m", "pip", "install", "--quiet",
-                        "--disable-pip-version-check", *links, *wanted, "numpy", "pillow"],
-                       check=True)
-        (root / ".complete").touch()
-    return python
+def _runtime_python(key: str, wheels: list[Path]) -> Path:
+    """A venv with only the runtime's torch and what the operations need, hard-linked from
+    uv's cache: the CUDA one shares its 5 GB with the doctor tests' venv of the same wheels."""
+    return make_venv(f"runtime-{key}", [*wheels, *pip_wheels(OPERATION_NEEDS)]) / "bin" / "python"
 
 
 @pytest.fixture(scope="module")
 def runtimes(cuda_stack: dict[str, Path]) -> dict[str, Path]:
-    return {"cpu": _runtime_python("cpu", None), "cu13": _runtime_python("cu13", cuda_stack)}
+    cpu = [download_wheel("torch==2.13.0"), *pip_wheels(TORCH_RUNTIME)]
+    return {"cpu": _runtime_python("cpu", cpu),
+            "cu13": _runtime_python("cu13", sorted(cuda_stack.values()))}
 
 
 @pytest.fixture(scope="module")
