@@ -11,17 +11,23 @@ import io
 import logging
 import os
 import re
-import shutil
 import tempfile
 import zipfile
-import zlib
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
-from torchstack._files import open_regular, read_regular
+from torchstack._files import (
+    MAX_METADATA,
+    MAX_RECORD,
+    MAX_SHARED_OBJECT,
+    open_regular,
+    read_member,
+    read_text,
+    spool_member,
+)
 from torchstack.elf import Stream, map_file
 from torchstack.errors import TorchstackError
 
@@ -30,8 +36,6 @@ log = logging.getLogger(__name__)
 # Wheel members larger than this are spooled to a temporary file instead of held in memory.
 _IN_MEMORY_LIMIT = 64 * 1024 * 1024
 _SITE_PACKAGES_GLOBS = ("lib*/python*/site-packages", "local/lib*/python*/site-packages")
-# What reading a damaged member raises: bad CRC, truncated data, a corrupt deflate stream.
-_MEMBER_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError, zlib.error)
 
 
 def normalize_name(name: str) -> str:
@@ -53,7 +57,9 @@ class Files(Protocol):
 
     def exists(self, relpath: str) -> bool: ...
 
-    def read_text(self, relpath: str) -> str: ...
+    def text(self, relpath: str) -> str:
+        """A small text file (METADATA, a version.py), undecodable bytes replaced."""
+        ...
 
     def open_binary(self, relpath: str) -> AbstractContextManager[Stream]: ...
 
@@ -94,8 +100,8 @@ class TreeFiles:
     def exists(self, relpath: str) -> bool:
         return os.path.lexists(self.root / relpath)
 
-    def read_text(self, relpath: str) -> str:
-        return read_regular(self.root / relpath, DistributionError).decode("utf-8", "replace")
+    def text(self, relpath: str) -> str:
+        return read_text(self.root / relpath, MAX_METADATA, DistributionError, replace=True)
 
     @contextmanager
     def open_binary(self, relpath: str) -> Iterator[Stream]:
@@ -114,31 +120,20 @@ class WheelFiles:
     def exists(self, relpath: str) -> bool:
         return relpath in self._names
 
-    def read_text(self, relpath: str) -> str:
-        return _read_member(self.archive, relpath, self.label).decode("utf-8", "replace")
+    def text(self, relpath: str) -> str:
+        data = read_member(self.archive, relpath, MAX_METADATA, DistributionError, self.label)
+        return data.decode("utf-8", "replace")
 
     @contextmanager
     def open_binary(self, relpath: str) -> Iterator[Stream]:
-        info = self.archive.getinfo(relpath)
-        if info.file_size <= _IN_MEMORY_LIMIT:
-            yield io.BytesIO(_read_member(self.archive, relpath, self.label))
+        if self.archive.getinfo(relpath).file_size <= _IN_MEMORY_LIMIT:
+            yield io.BytesIO(read_member(self.archive, relpath, _IN_MEMORY_LIMIT,
+                                         DistributionError, self.label))
             return
         with tempfile.TemporaryFile() as spool:
-            try:
-                with self.archive.open(info) as member:
-                    shutil.copyfileobj(member, spool, 1024 * 1024)
-            except _MEMBER_ERRORS as exc:
-                raise DistributionError(
-                    f"{self.label!r}: cannot read member {relpath!r}: {exc}"
-                ) from exc
+            spool_member(self.archive, relpath, spool, MAX_SHARED_OBJECT, DistributionError,
+                         self.label)
             yield spool
-
-
-def _read_member(archive: zipfile.ZipFile, relpath: str, label: str) -> bytes:
-    try:
-        return archive.read(relpath)
-    except _MEMBER_ERRORS as exc:
-        raise DistributionError(f"{label!r}: cannot read member {relpath!r}: {exc}") from exc
 
 
 def _parse_metadata(text: str) -> tuple[str, str, tuple[str, ...]]:
@@ -179,7 +174,7 @@ def open_wheel(path: Path) -> Iterator[Distribution]:
         if len(metadata) != 1:
             raise DistributionError(f"{str(path)!r} has no single .dist-info/METADATA")
         try:
-            name, version, requires = _parse_metadata(files.read_text(metadata[0]))
+            name, version, requires = _parse_metadata(files.text(metadata[0]))
         except ValueError as exc:
             raise DistributionError(f"{metadata[0]!r} in {str(path)!r}: {exc}") from exc
         yield Distribution(name, version, requires, files, lambda: names)
@@ -223,7 +218,7 @@ def tree_distributions(site_packages: Path) -> list[Distribution]:
 def _tree_distribution(files: TreeFiles, meta_dir: Path) -> Distribution | None:
     meta_file = meta_dir / ("METADATA" if meta_dir.suffix == ".dist-info" else "PKG-INFO")
     try:
-        text = read_regular(meta_file, DistributionError).decode("utf-8", "replace")
+        text = read_text(meta_file, MAX_METADATA, DistributionError, replace=True)
         name, version, requires = _parse_metadata(text)
     except (OSError, ValueError, DistributionError) as exc:
         log.debug("skipping %s: %s", meta_dir, exc)
@@ -237,14 +232,15 @@ def _record_paths(root: Path, meta_dir: Path) -> Iterator[str]:
     """Paths relative to site-packages from RECORD, installed-files.txt or top_level.txt."""
     record = meta_dir / "RECORD"
     if record.is_file():
-        with open(record, newline="", encoding="utf-8", errors="replace") as fh:
-            for row in csv.reader(fh):
-                if row and not row[0].startswith(".."):
-                    yield row[0]
+        text = read_text(record, MAX_RECORD, DistributionError, replace=True)
+        for row in csv.reader(io.StringIO(text, newline="")):
+            if row and not row[0].startswith(".."):
+                yield row[0]
         return
     installed = meta_dir / "installed-files.txt"
     if installed.is_file():
-        for line in installed.read_text("utf-8", "replace").splitlines():
+        text = read_text(installed, MAX_RECORD, DistributionError, replace=True)
+        for line in text.splitlines():
             rel = os.path.normpath(os.path.join(meta_dir.name, line.strip()))
             if line.strip() and not rel.startswith(".."):
                 yield rel
@@ -256,7 +252,7 @@ def _top_level_paths(root: Path, meta_dir: Path) -> Iterator[str]:
     top_level = meta_dir / "top_level.txt"
     if not top_level.is_file():
         return
-    for package in top_level.read_text("utf-8", "replace").split():
+    for package in read_text(top_level, MAX_RECORD, DistributionError, replace=True).split():
         for dirpath, _, filenames in os.walk(root / package):
             for filename in filenames:
                 yield os.path.relpath(os.path.join(dirpath, filename), root)

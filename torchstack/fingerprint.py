@@ -172,7 +172,7 @@ def provider_fingerprint(dist: Distribution) -> Fingerprint:
     where = dist.describe("torch/version.py")
     if not dist.files.exists("torch/version.py"):
         raise FingerprintError(f"{where!r} is missing")
-    facts = parse_version_py(dist.files.read_text("torch/version.py"), where)
+    facts = parse_version_py(dist.files.text("torch/version.py"), where)
     full_version = _str_fact(facts, "__version__", where)
     release, local = _split_version(full_version, where)
     try:  # `cuda = 12` is CUDA 12; `cuda = "abc"` is refused, never read as CPU-only
@@ -350,7 +350,7 @@ def _consumer_variant(dist: Distribution) -> str | None:
     relpath = f"{dist.key.replace('-', '_')}/version.py"
     version = dist.version
     if dist.files.exists(relpath):
-        text = dist.files.read_text(relpath)
+        text = dist.files.text(relpath)
         value = parse_version_py(text, dist.describe(relpath)).get("__version__")
         version = value if isinstance(value, str) else version
     local = version.partition("+")[2]

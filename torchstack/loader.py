@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from torchstack import elf
-from torchstack._files import FileKindError, open_regular, read_regular
+from torchstack._files import MAX_CONFIG, FileKindError, open_regular, read_text
 from torchstack.errors import TorchstackError
 
 log = logging.getLogger(__name__)
@@ -226,7 +226,7 @@ def _conf_dirs(path: str, root: str, seen: set[str]) -> list[str]:
         return []
     seen.add(path)
     try:
-        lines = read_regular(path).decode("utf-8", "replace").splitlines()
+        lines = read_text(path, MAX_CONFIG, replace=True).splitlines()
     except (OSError, FileKindError) as exc:  # a FIFO is refused, never waited on
         log.debug("not reading %s: %s", path, exc)
         return []

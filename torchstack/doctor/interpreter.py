@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from torchstack._files import MAX_CONFIG, FileKindError, read_text
 from torchstack.doctor.findings import DoctorError
 
 log = logging.getLogger(__name__)
@@ -82,8 +83,9 @@ class Interpreter:
 def venv_config(prefix: Path) -> dict[str, str]:
     """The key = value lines of a venv's pyvenv.cfg, keys lower-cased; {} without one."""
     try:
-        text = (prefix / "pyvenv.cfg").read_text(encoding="utf-8", errors="replace")
-    except OSError:
+        text = read_text(prefix / "pyvenv.cfg", MAX_CONFIG, replace=True)
+    except (OSError, FileKindError) as exc:  # informational: taken as no pyvenv.cfg
+        log.debug("%s/pyvenv.cfg: %s", prefix, exc)
         return {}
     pairs = (line.partition("=") for line in text.splitlines())
     return {k.strip().lower(): v.strip().lower() for k, sep, v in pairs if sep}

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from torchstack import elf
+from torchstack._files import MAX_CONFIG, FileKindError, read_text
 from torchstack.doctor.findings import Finding, info, problem, warning
 from torchstack.fingerprint import Fingerprint
 
@@ -101,18 +102,18 @@ def _toolkit_defect(home: str, how: str) -> str | None:
 
 def toolkit_version(home: str) -> str | None:
     """major.minor from version.json (CUDA 11.1+), version.txt, else `nvcc --version`."""
+    try:  # each file that cannot be read (a FIFO too) leaves the question to the next
+        data = json.loads(read_text(os.path.join(home, "version.json"), MAX_CONFIG))
+        return ".".join(str(data["cuda"]["version"]).split(".")[:2])
+    except (OSError, FileKindError, ValueError, KeyError, TypeError, RecursionError) as exc:
+        log.debug("%s/version.json: %s", home, exc)
     try:
-        with open(os.path.join(home, "version.json"), encoding="utf-8") as handle:
-            return ".".join(str(json.load(handle)["cuda"]["version"]).split(".")[:2])
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    try:
-        with open(os.path.join(home, "version.txt"), encoding="utf-8") as handle:
-            found = _VERSION.search(handle.read())
-            if found:
-                return f"{found.group(1)}.{found.group(2)}"
-    except OSError:
-        pass
+        found = _VERSION.search(read_text(os.path.join(home, "version.txt"), MAX_CONFIG,
+                                          replace=True))
+        if found:
+            return f"{found.group(1)}.{found.group(2)}"
+    except (OSError, FileKindError) as exc:
+        log.debug("%s/version.txt: %s", home, exc)
     output = _run([os.path.join(home, "bin", "nvcc"), "--version"])
     match = _RELEASE.search(output or "")
     return match.group(1) if match else None

@@ -121,7 +121,7 @@ def bare_torch(folder: str) -> Distribution:
     files = TreeFiles(Path(folder))
     version = "unknown"
     if files.exists("torch/version.py"):
-        value = parse_version_py(files.read_text("torch/version.py")).get("__version__")
+        value = parse_version_py(files.text("torch/version.py")).get("__version__")
         version = value if isinstance(value, str) else version
     return Distribution("torch", version, (), files, lambda: _walk_shared_objects(folder))
 

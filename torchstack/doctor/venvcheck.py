@@ -73,11 +73,15 @@ def _constraints_info(prefix: Path, record: VenvRecord) -> Finding:
 def _wiring(prefix: Path, environ: Mapping[str, str]) -> list[Finding]:
     constraints = prefix / CONSTRAINTS
     findings = []
-    if not names_file(wired_constraints(prefix), constraints):
+    try:
+        wired = names_file(wired_constraints(prefix), constraints)
+        why = f"{prefix / PIP_CONF} does not name {constraints}"
+    except ValueError as exc:  # a FIFO, not UTF-8, not INI: pip cannot read it either
+        wired, why = False, str(exc)
+    if not wired:
         findings.append(warning(
             "venv-constraints-unwired",
-            f"{prefix / PIP_CONF} does not name {constraints}: pip install may replace the "
-            "module's torch",
+            f"{why}: pip install may replace the module's torch",
             f"put '[install]' and 'constraint = {constraints}' in {prefix / PIP_CONF}"))
     if "PIP_CONSTRAINT" in environ and not names_file(environ["PIP_CONSTRAINT"].split(),
                                                       constraints):

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from torchstack._files import MAX_CONFIG, FileKindError, read_text
+
 RECORD = "torchstack-venv.json"
 CONSTRAINTS = "torchstack-constraints.txt"
 PIP_CONF = "pip.conf"
@@ -52,9 +54,11 @@ def read_record(prefix: Path) -> VenvRecord | None:
     Raises ValueError when the record exists but cannot be read as one.
     """
     try:
-        text = (prefix / RECORD).read_text(encoding="utf-8")
+        text = read_text(prefix / RECORD, MAX_CONFIG)
     except FileNotFoundError:
         return None
+    except FileKindError as exc:  # a FIFO, a device, too large, not UTF-8
+        raise ValueError(str(exc)) from exc
     except OSError as exc:
         raise ValueError(f"cannot read {str(prefix / RECORD)!r}: {exc.strerror}") from exc
     try:
@@ -65,12 +69,24 @@ def read_record(prefix: Path) -> VenvRecord | None:
 
 
 def wired_constraints(prefix: Path) -> list[str]:
-    """The constraint files the venv's pip.conf names for `pip install`, in order."""
+    """The constraint files the venv's pip.conf names for `pip install`, in order.
+
+    Raises ValueError naming pip.conf when it is there but cannot be read (a FIFO, which
+    would hang pip too, or no UTF-8) or parsed.
+    """
+    path = prefix / PIP_CONF
     parser = configparser.RawConfigParser()
     try:
-        parser.read(prefix / PIP_CONF, encoding="utf-8")
-    except (configparser.Error, UnicodeDecodeError):
+        parser.read_string(read_text(path, MAX_CONFIG), str(path))
+    except FileNotFoundError:
         return []
+    except FileKindError as exc:
+        raise ValueError(str(exc)) from exc
+    except OSError as exc:
+        raise ValueError(f"cannot read {str(path)!r}: {exc.strerror}") from exc
+    except configparser.Error as exc:
+        raise ValueError(f"{str(path)!r} is not an INI file pip reads: "
+                         f"{str(exc).splitlines()[0]}") from exc
     for section in ("install", "global"):  # pip lets [install] win over [global]
         if parser.has_option(section, "constraint"):
             return parser.get(section, "constraint").split()

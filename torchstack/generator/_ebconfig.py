@@ -21,6 +21,8 @@ from typing import Any
 
 from easybuild.tools.build_log import EasyBuildError  # first: it sets up EasyBuild's loggers
 
+from torchstack._files import MAX_EASYCONFIG, FileKindError, read_text
+
 log = logging.getLogger(__name__)
 _EB_LOGGER = logging.getLogger("fancyroot")  # the root of EasyBuild's loggers
 
@@ -137,7 +139,11 @@ def parse(path: str) -> EasyconfigFacts:
 @functools.lru_cache(maxsize=4096)
 def _parse(path: str, size: int, mtime_ns: int) -> EasyconfigFacts:
     del size, mtime_ns  # only part of the cache key
-    ec = _ec.EasyConfig(path, validate=False)
+    try:  # read here, bounded: EasyBuild's own read_file would wait on a FIFO for ever
+        text = read_text(path, MAX_EASYCONFIG)
+    except (OSError, FileKindError) as exc:
+        raise EasyBuildError("%s", exc) from exc
+    ec = _ec.EasyConfig(path, validate=False, rawtxt=text)
     with ec.allow_unresolved_templates():  # %(installdir)s resolves only at build time
         return _facts(path, ec)
 

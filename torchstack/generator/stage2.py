@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from torchstack._files import MAX_EASYCONFIG, read_text
 from torchstack.errors import TorchstackError
 from torchstack.generator import suffixes, toolchains
 from torchstack.generator.release import VariantSet
@@ -36,7 +37,10 @@ def source_easyconfig(variant_set: VariantSet, toolchain: toolchains.Toolchain) 
 
 def derive(path: Path) -> str:
     """Upstream's easyconfig text with torchstack's stage-2 easyblock named first."""
-    text = path.read_text()
+    try:
+        text = read_text(path, MAX_EASYCONFIG, Stage2Error)
+    except OSError as exc:
+        raise Stage2Error(f"cannot read {str(path)!r}: {exc.strerror or exc}") from exc
     declared = toolchains.easyblock_of(path)
     if declared not in (None, "EB_PyTorch"):
         raise Stage2Error(f"{str(path)!r} uses easyblock {declared!r}, not EB_PyTorch")

@@ -1,4 +1,5 @@
-"""Module files of an EasyBuild install path: which files are modules, and what each loads.
+"""What a module file loads (which files are modules, and which module a load names, is
+`moduletree`'s part).
 
 Only the load statements EasyBuild writes are understood, as pure functions over text:
 - Lua: `depends_on("A/1")`, `load("A/1")`, `always_load("A/1")`, with string-literal
@@ -16,10 +17,9 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-log = logging.getLogger(__name__)
+from torchstack._files import MAX_MODULE_FILE, read_text
 
-_NOT_MODULES = frozenset({".modulerc", ".modulerc.lua", ".version"})
-_TCL_MAGIC = b"#%Module"
+log = logging.getLogger(__name__)
 
 _LUA_STRING = r"""(?:"[^"\n]*"|'[^'\n]*')"""
 # Kept: short strings (a `--` inside one is not a comment). Removed: comments, long strings.
@@ -38,58 +38,43 @@ _LUA_LOAD = re.compile(
 _TCL_LOAD = re.compile(r"(?:^|(?<=[\s;{\[]))(?:module\s+(?:load|add)|depends-on)\s+([^;}\]\n]*)")
 
 
+def lua_code(text: str) -> str:
+    """Lua text without comments and long strings (help and whatis texts)."""
+    return _LUA_NOISE.sub(lambda m: m.group("string") or " ", text)
+
+
+def tcl_code(text: str) -> str:
+    """Tcl text with continued lines joined and comment lines removed."""
+    lines = text.replace("\\\n", " ").splitlines()
+    return "\n".join(line for line in lines if not line.lstrip().startswith("#"))
+
+
 def parse_lua_dependencies(text: str) -> tuple[str, ...]:
     """The modules a Lua module file loads, in order of appearance, without repeats."""
-    code = _LUA_NOISE.sub(lambda m: m.group("string") or " ", text)
     names = []
-    for match in _LUA_LOAD.finditer(code):
+    for match in _LUA_LOAD.finditer(lua_code(text)):
         names += [literal[1:-1] for literal in re.findall(_LUA_STRING, match.group(1))]
     return _unique(name.strip() for name in names)
 
 
 def parse_tcl_dependencies(text: str) -> tuple[str, ...]:
     """The modules a Tcl module file loads (`module load`, `depends-on`), without repeats."""
-    lines = text.replace("\\\n", " ").splitlines()
-    code = "\n".join(line for line in lines if not line.lstrip().startswith("#"))
     names = []
-    for match in _TCL_LOAD.finditer(code):
+    for match in _TCL_LOAD.finditer(tcl_code(text)):
         words = (word.strip("\"{}") for word in match.group(1).split())
         names += [word for word in words if word and not word.startswith("-")]
     return _unique(names)
 
 
 def module_dependencies(path: Path) -> tuple[str, ...]:
-    """The modules a module file loads, parsed as Lua (`.lua`) or Tcl (anything else)."""
-    text = path.read_text(encoding="utf-8", errors="replace")
+    """The modules a module file loads, parsed as Lua (`.lua`) or Tcl (anything else).
+
+    OSError when it cannot be read; FileKindError when it is no regular file or over the bound.
+    """
+    text = read_text(path, MAX_MODULE_FILE, replace=True)
     found = parse_lua_dependencies(text) if path.suffix == ".lua" else parse_tcl_dependencies(text)
     log.debug("%s loads %s", path, list(found))
     return found
-
-
-def module_files(modules_all: Path) -> list[tuple[str, Path]]:
-    """(full name, path) of every module file below a modules/all folder, in name order.
-
-    `Name/version.lua` is the Lua module Name/version; a file without `.lua` is a Tcl module
-    when it starts with `#%Module`. `.modulerc*`, `.version` and EasyBuild's `.bak_` backups
-    are not modules.
-    """
-    found = []
-    for path in modules_all.rglob("*"):
-        if path.name in _NOT_MODULES or ".bak_" in path.name or not path.is_file():
-            continue
-        relative = path.relative_to(modules_all).as_posix()
-        if path.suffix == ".lua":
-            found.append((relative[: -len(".lua")], path))
-        elif _is_tcl_module(path):
-            found.append((relative, path))
-        else:
-            log.debug("%s: neither .lua nor #%%Module, not a module file", path)
-    return sorted(found)
-
-
-def _is_tcl_module(path: Path) -> bool:
-    with open(path, "rb") as handle:
-        return handle.read(len(_TCL_MAGIC)) == _TCL_MAGIC
 
 
 def _unique(names: Iterable[str]) -> tuple[str, ...]:

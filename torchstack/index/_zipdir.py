@@ -12,15 +12,18 @@ stops there, so a member that claims 1 KiB and inflates to 1 GiB costs `limit`).
 
 from __future__ import annotations
 
+import os
 import re
 import struct
 import zlib
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
+from torchstack._files import describe_os_error, open_regular
 from torchstack.errors import TorchstackError
 from torchstack.index._http import size_text
 
@@ -127,15 +130,27 @@ def packed_start(ranges: _Ranges, member: Member) -> int:
 
 def file_dist_info_metadata(path: Path, project: str, *, limit: int = MAX_METADATA) -> bytes:
     """The uncompressed `*.dist-info/METADATA` of a wheel on disk (at most `limit` bytes)."""
-    with open(path, "rb") as handle:
+    with local_ranges(path) as (read, size, tail):
+        return read_dist_info_metadata(read, size, tail, project, limit=limit)
+
+
+@contextmanager
+def local_ranges(path: Path, error: type[TorchstackError] = ZipDirectoryError
+                 ) -> Iterator[tuple[Reader, int, bytes]]:
+    """Range reads of a file on disk, as an index gives them: the reader, the size and the
+    tail. Only a regular file is opened; a FIFO or a missing file is `error`, naming it."""
+    try:
+        handle = open_regular(path, error)
+    except OSError as exc:
+        raise error(describe_os_error(str(path), exc)) from exc
+    with handle:
 
         def read(offset: int, length: int) -> bytes:
             handle.seek(offset)
             return handle.read(length)
 
-        size = path.stat().st_size
-        return read_dist_info_metadata(read, size, read(max(0, size - TAIL), TAIL), project,
-                                       limit=limit)
+        size = os.fstat(handle.fileno()).st_size
+        yield read, size, read(max(0, size - TAIL), TAIL)
 
 
 def central_directory(ranges: _Ranges) -> tuple[int, int]:

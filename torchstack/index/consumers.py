@@ -17,6 +17,7 @@ from urllib.request import url2pathname
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from torchstack._files import MAX_LIST, read_text
 from torchstack.errors import TorchstackError
 from torchstack.index import wheelelf
 from torchstack.index.protocol import Index, IndexFile
@@ -35,8 +36,11 @@ def parse_projects(entries: Sequence[str], files: Sequence[Path] = ()) -> list[R
     problems = []
     for path in files:
         try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
+            text = read_text(path, MAX_LIST, ProjectListError)
+        except ProjectListError as exc:  # a FIFO, /dev/zero, too large, not UTF-8
+            problems.append(str(exc))
+            continue
+        except OSError as exc:
             problems.append(f"{str(path)!r} cannot be read ({exc})")
             continue
         for number, raw in enumerate(text.splitlines(), 1):

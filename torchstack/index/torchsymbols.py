@@ -17,7 +17,6 @@ releases that export everything form the bracket; when they all belong to one mi
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -29,7 +28,6 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import Version
 
 from torchstack import wheeltags
-from torchstack._files import open_regular
 from torchstack.errors import TorchstackError
 from torchstack.index import _elfprefix, _zipdir
 from torchstack.index.protocol import Index, IndexFile
@@ -234,18 +232,8 @@ def _reader(index: Index, file: IndexFile) -> Iterator[tuple[_zipdir.Reader, int
     """Range reads of a wheel: from the index, or from disk for a file:// URL."""
     if urlsplit(file.url).scheme == "file":
         path = Path(url2pathname(urlsplit(file.url).path))
-        try:
-            handle = open_regular(path, TorchSymbolsError)
-        except OSError as exc:
-            raise TorchSymbolsError(f"{str(path)!r}: {exc.strerror or exc}") from exc
-        with handle:
-
-            def read(offset: int, length: int) -> bytes:
-                handle.seek(offset)
-                return handle.read(length)
-
-            size = os.fstat(handle.fileno()).st_size
-            yield read, size, read(max(0, size - _zipdir.TAIL), _zipdir.TAIL)
+        with _zipdir.local_ranges(path, TorchSymbolsError) as local:
+            yield local
         return
     ranges = getattr(index, "ranges", None)
     if ranges is None:

@@ -121,7 +121,7 @@ class _RemoteFiles:
     def exists(self, relpath: str) -> bool:
         return relpath in self._by_name
 
-    def read_text(self, relpath: str) -> str:
+    def text(self, relpath: str) -> str:
         return _zipdir.read_member(self.ranges, self._by_name[relpath]).decode("utf-8", "replace")
 
     def open_binary(self, relpath: str) -> AbstractContextManager[io.BytesIO]:
@@ -152,14 +152,7 @@ def predict(read: _zipdir.Reader, size: int, tail: bytes, label: str, *,
 
 def predict_file(path: Path, *, max_inflated: int = MAX_INFLATED) -> Prediction:
     """`predict` over a wheel on disk (tests and benchmarks compare it with the fingerprint)."""
-    with open(path, "rb") as handle:
-
-        def read(offset: int, length: int) -> bytes:
-            handle.seek(offset)
-            return handle.read(length)
-
-        size = path.stat().st_size
-        tail = read(max(0, size - _zipdir.TAIL), _zipdir.TAIL)
+    with _zipdir.local_ranges(path, WheelElfError) as (read, size, tail):
         return predict(read, size, tail, str(path), max_inflated=max_inflated)
 
 
@@ -170,7 +163,7 @@ def _distribution(ranges: _zipdir._Ranges, entries: list[_zipdir.Member],
     metadata = [n for n in names if n.count("/") == 1 and n.endswith(".dist-info/METADATA")]
     if len(metadata) != 1:
         raise WheelElfError(f"{label!r} has no single .dist-info/METADATA")
-    headers = parse_headers(files.read_text(metadata[0]))
+    headers = parse_headers(files.text(metadata[0]))
     name, version = headers.get("name"), headers.get("version")
     if not name or not version:
         raise WheelElfError(f"{metadata[0]!r} in {label!r} has no Name or Version")

@@ -26,17 +26,35 @@ import argparse
 import compileall
 import os
 import re
+import stat
 import sys
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 
 SHARES_PER_WORKER = 8  # small enough shares that no worker is left alone with a long tail
+# torchstack._files.MAX_SOURCE, which this script cannot import: the largest real Python
+# sources are about 5 MB; one over the bound is compiled but not scanned for imports.
+MAX_SOURCE = 64 << 20
 
 # Module-level import statements: `import a.b as c, d`, `from ..x import (y, z)`,
 # `from .x import *`.
 IMPORT = re.compile(rb"^(?:from[ \t]+([.\w]+)[ \t]+import[ \t]+(?:\(([^)]*)\)|([\w, \t]*\w|\*))"
                     rb"|import[ \t]+([.\w, \t]*\w))", re.M)
 COMMENT = re.compile(rb"#[^\n]*")
+
+
+def read_source(path: str) -> bytes | None:
+    """A source's bytes as torchstack._files reads a file: only a regular one (opened without
+    blocking, so a FIFO never waits for a writer) and up to MAX_SOURCE; None otherwise."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = handle.read(MAX_SOURCE + 1)
+    return data if len(data) <= MAX_SOURCE else None
 
 
 def sources(folder: str) -> Iterator[str]:
@@ -72,10 +90,8 @@ def imports(path: str, name: str) -> Iterator[str]:
     """The modules that the module-level import statements of module `name` may load, in
     statement order; `from p import x` may load the module p.x."""
     package = name if os.path.basename(path) == "__init__.py" else name.rpartition(".")[0]
-    try:
-        with open(path, "rb") as source:
-            text = source.read()
-    except OSError:  # compile_file reports it when its turn comes
+    text = read_source(path)
+    if text is None:  # compile_file reports it when its turn comes
         return
     for match in IMPORT.finditer(text):
         base, parenthesised, listed, plain = match.groups()
