@@ -283,7 +283,7 @@ class TestDefaults:
         (folder / "2.6.0").write_text("#%Module\n")
         write_defaults(tmp_path, [Default("PyTorch/2.6.0")])
         assert (folder / ".modulerc").read_text().splitlines()[0] == "#%Module"
-        assert "module-version PyTorch/2.6.0 default" in (folder / ".modulerc").read_text()
+        assert 'module-version "PyTorch/2.6.0" "default"' in (folder / ".modulerc").read_text()
 
     def test_competing_default_refused(self, installpath: Path) -> None:
         from torchstack.rollout.plan import RolloutError

@@ -13,11 +13,13 @@ FROM is the wheel PyTorch module, TO the source-built one of the same release.
 from __future__ import annotations
 
 import argparse
+import re
 import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from torchstack.guards.scan import Scan
     from torchstack.rollout.plan import Plan, Step
 
 NAME = "rollout"
@@ -31,7 +33,15 @@ GROUPS = (
 )
 
 
+# A version suffix starts with a dash (`--suffix -src`, as EasyBuild writes `-CUDA-12.8.0`):
+# argparse takes such a value for an option unless it "looks like a negative number". Here
+# any single-dash word that names no option does, so `--suffix -src` and `--suffix=-src` both
+# work; `-h` and every option of this command are still found first.
+_DASHED_VALUE = re.compile(r"^-[^-]")
+
+
 def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser._negative_number_matcher = _DASHED_VALUE
     parser.add_argument("action", choices=("plan", "promote", "rollback"),
                         help="plan (and write easyconfigs), promote TO, or roll back to FROM")
     parser.add_argument("installpath", metavar="INSTALLPATH",
@@ -54,12 +64,12 @@ def execute(args: argparse.Namespace) -> int:
     from torchstack.guards.scan import scan_installpath
     from torchstack.rollout.plan import plan_rollout
 
-    plan = plan_rollout(scan_installpath(args.installpath), args.source, args.target,
-                        args.suffix)
+    scan = scan_installpath(args.installpath)
+    if args.action == "rollback":  # needs FROM only: TO may be gone or damaged
+        return _rollback(scan, args.source, args.target)
+    plan = plan_rollout(scan, args.source, args.target, args.suffix)
     if args.action == "promote":
         return _promote(plan)
-    if args.action == "rollback":
-        return _rollback(plan)
     if args.out:
         _write(plan, Path(args.out), args.force, quiet=args.json)
     if args.json:
@@ -145,16 +155,17 @@ def _promote(plan: Plan) -> int:
         for unknown in plan.not_checked:
             print(f"  {unknown.module}: not checked: {unknown.reason}", file=sys.stderr)
         return 1
-    for path in write_defaults(plan.installpath, promoted(plan)):
-        print(f"written {path}")
+    pair = (plan.source.name, plan.target.name)
+    for path in write_defaults(plan.installpath, promoted(plan), pair):
+        print(f"{'written' if path.exists() else 'removed'} {path}")
     print(f"promoted {plan.target.name} over {plan.source.name}")
     return 0
 
 
-def _rollback(plan: Plan) -> int:
+def _rollback(scan: Scan, source: str, target: str) -> int:
     from torchstack.rollout.defaults import rolled_back, write_defaults
 
-    for path in write_defaults(plan.installpath, rolled_back(plan)):
-        print(f"written {path}")
-    print(f"rolled back to {plan.source.name}")
+    for path in write_defaults(scan.installpath, rolled_back(scan, source), (source, target)):
+        print(f"{'written' if path.exists() else 'removed'} {path}")
+    print(f"rolled back to {source}")
     return 0

@@ -16,8 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from torchstack._files import read_regular
 from torchstack.errors import TorchstackError
 from torchstack.generator import _ebconfig
+
+MAX_EASYCONFIG_BYTES = 8 << 20  # upstream's largest easyconfigs, PyTorch's, are about 30 kB
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +137,20 @@ def _strings(value: Any) -> Iterator[str]:
             yield from _strings(item)
 
 
+def read_easyconfig(path: Path) -> str:
+    """An easyconfig's text, read bounded and only from a regular file (EasyBuild itself
+    would wait on a FIFO and read a link to /dev/zero for ever); UTF-8, as EasyBuild wants."""
+    try:
+        data = read_regular(path, RecipeError, limit=MAX_EASYCONFIG_BYTES)
+    except OSError as exc:
+        raise RecipeError(f"cannot read {str(path)!r}: {exc.strerror or exc}") from exc
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RecipeError(f"{str(path)!r} is not UTF-8 text (byte {exc.start} is "
+                          f"{data[exc.start]:#04x})") from exc
+
+
 def _load(path: Path) -> Any:
     """EasyBuild's EasyConfig of one file, parsed without its easyblock class. Needs a session."""
     from easybuild.framework.easyconfig.default import CUSTOM, DEFAULT_CONFIG
@@ -141,10 +158,11 @@ def _load(path: Path) -> Any:
     from easybuild.framework.easyconfig.parser import EasyConfigParser
 
     where = str(path)
+    text = read_easyconfig(path)
     try:
-        raw = EasyConfigParser(where).get_config_dict()
+        raw = EasyConfigParser(rawcontent=text).get_config_dict()
         # Declared with no default, so that EasyBuild's writer keeps each of them.
         extra = {key: [None, "", CUSTOM] for key in raw if key not in DEFAULT_CONFIG}
-        return EasyConfig(where, extra_options=extra, validate=False)
+        return EasyConfig(where, extra_options=extra, validate=False, rawtxt=text)
     except _ebconfig.EasyBuildError as exc:
         raise RecipeError(f"EasyBuild cannot read {where!r}: {exc.msg}") from exc
