@@ -28,11 +28,8 @@ from support.scantree import (
 )
 
 from torchstack.cli import main
-from torchstack.guards.moduleloads import (
-    module_files,
-    parse_lua_dependencies,
-    parse_tcl_dependencies,
-)
+from torchstack.guards.moduleloads import parse_lua_dependencies, parse_tcl_dependencies
+from torchstack.guards.moduletree import read_tree
 from torchstack.guards.record import FINGERPRINT_FILE, write_fingerprint
 from torchstack.guards.scan import plan_swap, scan_installpath
 
@@ -110,7 +107,7 @@ class TestModuleFiles:
         (folder / "B" / "notes.txt").write_text("not a module\n", encoding="utf-8")
         (folder / "B" / ".version").write_text("#%Module\n", encoding="utf-8")
         (folder / "A" / ".1.lua.bak_20250101").write_text("", encoding="utf-8")
-        assert [name for name, _ in module_files(folder)] == ["A/1", "B/2-x"]
+        assert list(read_tree(folder).modules) == ["A/1", "B/2-x"]
 
 
 # -- scanning ---------------------------------------------------------------------------------
@@ -147,13 +144,13 @@ class TestScanInstallpath:
         assert module.fingerprint.link == "python"
         assert module.fingerprint.requires_torch == "<2.14,>=2.12"
 
-    def test_load_of_a_bare_name_with_one_version(self, installpath: Path) -> None:
+    def test_load_of_a_bare_name_takes_lmods_default(self, installpath: Path) -> None:
         write_module(installpath, "torchaudio/2.13.0", "lua", 'depends_on("torchvision")\n')
         write_fingerprint(installpath / "software" / "torchaudio/2.13.0",
                           consumer("torchaudio", "2.13.0", "python", "", None))
-        # Two torchvision versions are installed: the bare name resolves to neither.
+        # Two torchvision versions, none marked: Lmod loads the highest, 0.29.1 on CU13.
         module = scan_installpath(installpath).get("torchaudio/2.13.0")
-        assert module is not None and module.runs_on is None
+        assert module is not None and module.runs_on == CU13
 
     @pytest.mark.parametrize(
         ("damage", "fragment"),

@@ -7,11 +7,19 @@ in `software/<Name>/<version>/`. A module's fingerprint is the one its installat
 it). A module whose installation holds nothing torch-related (or no Python at all) has no
 fingerprint: it stays in the listing as "no torch" and is never part of a swap.
 
+Module files are those Lmod sees (`moduletree`: symlinked folders and files followed, a
+symlink loop walked once, editor backups and torchstack's own staging files skipped).
 The PyTorch module a consumer runs on is the nearest provider among the modules it loads,
 followed breadth-first through their module files (torchdata -> torchvision -> PyTorch).
-A load names a module by full name, or by bare name when exactly one version is installed.
-A consumer fingerprinted on the fly that links libtorch's C++ API without naming a torch
-release is taken as built on the PyTorch it runs on (`compat.assume_built_against`).
+A load names the module Lmod would load for it: a full name, an alias, a symbolic version,
+or a default (marked, else the highest version). A consumer fingerprinted on the fly that
+links libtorch's C++ API without naming a torch release is taken as built on the PyTorch it
+runs on (`compat.assume_built_against`).
+
+A consumer whose PyTorch is not found (a load that names no module here, a module file or a
+default that cannot be read, or no PyTorch among its loads at all: it runs on whichever the
+user loads) may run on FROM: `plan_swap` reports it as not checked, never as safe, and so
+does it with every folder the walk could not list.
 
 A module whose installation or recorded fingerprint cannot be read (missing, no folder or
 no regular file, unreadable, damaged) is "unknown" with the reason, never "no torch": a swap
@@ -32,10 +40,12 @@ from pathlib import Path
 from typing import Any
 
 from torchstack import compat
+from torchstack._files import FileKindError
 from torchstack.distributions import DistributionError, site_packages_of
 from torchstack.errors import TorchstackError
 from torchstack.fingerprint import Fingerprint, installation_fingerprints
-from torchstack.guards.moduleloads import module_dependencies, module_files
+from torchstack.guards.moduleloads import module_dependencies
+from torchstack.guards.moduletree import ModuleTree, Resolved, TreeError, read_tree
 from torchstack.guards.protocol import FINGERPRINT_FILE
 from torchstack.guards.record import Source, fingerprint_of, read_fingerprint, write_fingerprint
 from torchstack.guards.sitepackage import MAX_FINGERPRINT_BYTES
@@ -65,6 +75,7 @@ class InstalledModule:
     runs_on: str | None = None
     unreadable: str | None = None  # why its installation cannot be read: role "unknown"
     loads_unknown: bool = False  # its module file cannot be read: it may load anything
+    undetermined: str | None = None  # why the PyTorch it runs on cannot be told
 
     @property
     def role(self) -> str:
@@ -90,6 +101,7 @@ class InstalledModule:
             "link": found.link if found is not None else None,
             "abi_tag": found.abi_tag if found is not None else None,
             "runs_on": self.runs_on,
+            "runs_on_unknown": self.undetermined,
             "fingerprint_source": self.source,
             "module_file": str(self.module_file),
             "software": str(self.software),
@@ -104,6 +116,7 @@ class Scan:
 
     installpath: Path
     modules: tuple[InstalledModule, ...]
+    problems: tuple[str, ...] = ()  # folders of modules/all that could not be read
 
     def get(self, name: str) -> InstalledModule | None:
         return next((m for m in self.modules if m.name == name), None)
@@ -120,13 +133,17 @@ class Scan:
         return tuple(m for m in self.modules if m.unreadable is not None)
 
     def unknown_on(self, provider: str) -> tuple[InstalledModule, ...]:
-        """The unreadable modules whose loads lead to `provider` or cannot be read."""
-        return tuple(m for m in self.unknown() if m.runs_on == provider or m.loads_unknown)
+        """The unreadable modules whose loads lead to `provider` or cannot be read, and the
+        modules that may run on any PyTorch: their own cannot be told."""
+        return tuple(m for m in self.modules
+                     if (m.unreadable is not None and (m.runs_on == provider or m.loads_unknown))
+                     or (m.undetermined is not None and m.runs_on is None))
 
     def to_json(self) -> dict[str, Any]:
         return {
             "installpath": str(self.installpath),
             "modules": [m.to_json() for m in self.modules],
+            "problems": list(self.problems),
         }
 
 
@@ -191,8 +208,12 @@ def scan_installpath(installpath: str | Path) -> Scan:
         raise ScanError(f"install path {str(root)!r} does not exist")
     if not modules_all.is_dir():
         raise ScanError(f"{str(root)!r} has no modules/all: not an EasyBuild install path")
-    found = [read_module(root, name, path) for name, path in module_files(modules_all)]
-    return Scan(root, _link_providers(found))
+    try:
+        tree = read_tree(modules_all)
+    except TreeError as exc:
+        raise ScanError(str(exc)) from exc
+    found = [read_module(root, name, path) for name, path in tree.modules.items()]
+    return Scan(root, _link_providers(found, tree), tree.problems)
 
 
 def read_module(root: Path, name: str, module_file: Path) -> InstalledModule:
@@ -201,8 +222,8 @@ def read_module(root: Path, name: str, module_file: Path) -> InstalledModule:
     software = root / "software" / name
     try:
         dependencies = module_dependencies(module_file)
-    except OSError as exc:
-        why = f"cannot read its module file {str(module_file)!r}: {exc.strerror or exc}"
+    except (OSError, FileKindError) as exc:
+        why = f"cannot read its module file {str(module_file)!r}: {_reason(exc)}"
         return InstalledModule(name, module_file, software, (), None, None, None, why, True)
     try:
         fingerprint, source = fingerprint_installation(software)
@@ -281,36 +302,39 @@ def _os_problem(where: str, exc: OSError) -> str:
     return f"{where!r} cannot be read: {exc.strerror or exc}"
 
 
+def _reason(exc: Exception) -> str:
+    return (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
+
+
 def _kind(mode: int) -> str:
     kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISREG, "a file"),
              (stat.S_ISCHR, "a character device"), (stat.S_ISSOCK, "a socket"))
     return next((name for test, name in kinds if test(mode)), "a device")
 
 
-def _link_providers(modules: list[InstalledModule]) -> tuple[InstalledModule, ...]:
-    """Each consumer with the provider module it runs on (its C++ release assumed if unknown)."""
+def _link_providers(modules: list[InstalledModule], tree: ModuleTree
+                    ) -> tuple[InstalledModule, ...]:
+    """Each consumer with the provider module it runs on (its C++ release assumed if unknown),
+    or why that cannot be told."""
     by_name = {m.name: m for m in modules}
-    by_bare: dict[str, list[InstalledModule]] = {}
-    for module in modules:
-        by_bare.setdefault(module.name.partition("/")[0], []).append(module)
-
-    def resolve(written: str) -> InstalledModule | None:
-        bare = by_bare.get(written, [])
-        return by_name.get(written) or (bare[0] if len(bare) == 1 else None)
-
-    return tuple(_with_provider(m, resolve) for m in modules)
+    return tuple(_with_provider(m, by_name, tree.resolve) for m in modules)
 
 
 def _with_provider(
-    module: InstalledModule, resolve: Callable[[str], InstalledModule | None]
+    module: InstalledModule, by_name: dict[str, InstalledModule],
+    resolve: Callable[[str], Resolved],
 ) -> InstalledModule:
     own = module.fingerprint
     if module.unreadable is None and (own is None or own.role != "consumer"):
         return module
-    provider = _nearest_provider(module, resolve)
+    provider, doubts = _nearest_provider(module, by_name, resolve)
     if provider is None or provider.fingerprint is None:
-        log.debug("%s: no provider module among its loads", module.name)
-        return module
+        why = "; ".join(doubts) if doubts else (
+            "it loads no PyTorch module: it runs on whichever one is loaded")
+        log.debug("%s: no provider module among its loads (%s)", module.name, why)
+        if own is None and not doubts:  # unreadable, and loads nothing torch: as before
+            return module
+        return replace(module, undetermined=why)
     if own is None:  # unknown: the torch it would run on, if it needs one
         return replace(module, runs_on=provider.name)
     if module.source == "scanned":
@@ -319,25 +343,31 @@ def _with_provider(
 
 
 def _nearest_provider(
-    start: InstalledModule, resolve: Callable[[str], InstalledModule | None]
-) -> InstalledModule | None:
-    """Breadth-first through the loads of `start`: the first provider module reached."""
+    start: InstalledModule, by_name: dict[str, InstalledModule],
+    resolve: Callable[[str], Resolved],
+) -> tuple[InstalledModule | None, list[str]]:
+    """Breadth-first through the loads of `start`: the first provider module reached, and
+    what stood in the way of a full walk (loads that name nothing, unreadable module files)."""
     seen = {start.name}
-    queue = deque(start.dependencies)
+    doubts: list[str] = []
+    queue = deque((start, written) for written in start.dependencies)
     while queue:
-        written = queue.popleft()
-        module = resolve(written)
+        loader, written = queue.popleft()
+        found = resolve(written)
+        module = by_name.get(found.module) if found.module is not None else None
         if module is None:
-            log.debug("%s: loads %r, which is not installed here", start.name, written)
+            doubts.append(f"{loader.name} loads {found.doubt or repr(written)}")
             continue
         if module.name in seen:
             continue
         seen.add(module.name)
         if module.is_provider:
             log.debug("%s runs on %s (through %r)", start.name, module.name, written)
-            return module
-        queue.extend(module.dependencies)
-    return None
+            return module, doubts
+        if module.loads_unknown:
+            doubts.append(f"{module.name}: {module.unreadable}")
+        queue.extend((module, name) for name in module.dependencies)
+    return None, doubts
 
 
 def record_scanned(scan: Scan) -> list[InstalledModule]:
