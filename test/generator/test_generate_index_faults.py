@@ -6,8 +6,10 @@ folders that are missing, empty or mistyped: what is written, what is said, the 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import socket
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from support.indexserver import IndexServer
@@ -16,6 +18,10 @@ from support.releasewheels import cpu_release, pypi_release
 from torchstack.cli import main
 
 SECRET = "t0k%40en"  # percent-quoted in the URL: the password is "t0k@en"
+# A password with each character that ends a URL's authority, typed raw or percent-encoded
+PASSWORD = "Xq7/Zt9#Kw3?Vb5@Mn1"
+PIECES = ("Xq7", "Zt9", "Kw3", "Vb5", "Mn1")
+ENCODED = "Xq7%2FZt9%23Kw3%3FVb5%40Mn1"
 LOGIN = (b'<!DOCTYPE html><html><head><title>Sign in</title></head><body><form method="post" '
          b'action="/login"><input name="user"><input type="password" name="password">'
          b'</form><a href="/help">Help</a></body></html>')
@@ -97,6 +103,68 @@ class TestCredentials:
         assert code == 2 and not out.exists()
         assert "answered HTTP 401, 200 expected (credentials needed or refused)" in err
         assert "wr0ng" not in err
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class TestSpecialCharacters:
+    """A password holding '/', '#', '?' and '@', as a user types it and percent-encoded: no
+    part of it in the error line or anywhere else the command writes."""
+
+    COMMANDS: ClassVar[dict[str, Callable[[Path, str], list[str]]]] = {
+        "generate": lambda tmp, index: ["generate", "2.9.1", "--toolchain", "foss/2025a",
+                                        "--index", index, "--out", str(tmp / "out")],
+        "classify": lambda tmp, index: ["classify", "2.9.1", "--with", "torchvision",
+                                        "--index", index],
+        "catalog-refresh": lambda tmp, index: ["catalog", "refresh", "--release", "2.9.1",
+                                               "--toolchain", "foss/2025a", "--index", index,
+                                               "--dir", str(tmp / "catalog")],
+    }
+
+    @pytest.fixture
+    def guarded(self, cpu: IndexServer) -> IndexServer:
+        cpu.credentials = ("user", PASSWORD)
+        return cpu
+
+    @pytest.mark.parametrize("command", COMMANDS)
+    @pytest.mark.parametrize("where", ["index", "no-such-host"])
+    def test_typed_raw(self, tmp_path: Path, guarded: IndexServer, command: str, where: str,
+                       capsys: pytest.CaptureFixture[str]) -> None:
+        url = guarded.index_url if where == "index" else "https://nohost.invalid/simple/"
+        argv = self.COMMANDS[command](tmp_path, url.replace("://", f"://user:{PASSWORD}@"))
+        assert main(["-v", *argv]) == 2
+        said = capsys.readouterr()
+        line = said.err.splitlines()[-1]
+        assert line.startswith("torchstack: error: '") and "an '@' after the host part" in line
+        assert not any(piece in said.out + said.err for piece in PIECES)
+        assert guarded.hits == [] and not list(tmp_path.iterdir())
+
+    @pytest.mark.parametrize("command", COMMANDS)
+    @pytest.mark.parametrize("where", ["refused", "closed-port", "no-such-host"])
+    def test_encoded(self, tmp_path: Path, guarded: IndexServer, command: str, where: str,
+                     capsys: pytest.CaptureFixture[str]) -> None:
+        if where == "refused":
+            guarded.credentials = ("user", "another")
+        url = {"closed-port": f"http://127.0.0.1:{closed_port()}/simple/",
+               "no-such-host": "https://nohost.invalid/simple/"}.get(where, guarded.index_url)
+        argv = self.COMMANDS[command](tmp_path, url.replace("://", f"://user:{ENCODED}@"))
+        assert main(["-v", *argv]) == 2
+        said = capsys.readouterr()
+        assert said.err.splitlines()[-1].startswith("torchstack: error: ")
+        assert not any(piece in said.out + said.err for piece in (*PIECES, "user:"))
+
+    def test_encoded_used(self, tmp_path: Path, guarded: IndexServer,
+                          capsys: pytest.CaptureFixture[str]) -> None:
+        code, out = generate(tmp_path, "-v", "--index",
+                             guarded.index_url.replace("://", f"://user:{ENCODED}@"))
+        said = capsys.readouterr()
+        assert code == 0, said.err
+        assert all(hit.authorization for hit in guarded.hits)
+        assert not any(piece in written_text(out) + said.out + said.err for piece in PIECES)
 
 
 class TestWhatHappened:

@@ -29,7 +29,7 @@ from torchstack.index.protocol import (
     SizeLimitError,
     WheelMetadataError,
 )
-from torchstack.index.simple import SimpleIndex, strip_userinfo
+from torchstack.index.simple import SimpleIndex, redact
 
 SECRET = "s3cr%3At"  # percent-quoted in the URL: the password is "s3cr:t"
 MiB = 1 << 20
@@ -229,7 +229,7 @@ class TestCredentials:
                          False)
         source = render.source(file)
         assert source.url == "https://files.example.org/t"
-        assert strip_userinfo(f"see {url} and {url}") == (
+        assert redact(f"see {url} and {url}") == (
             "see https://files.example.org/t/demo-1.0-py3-none-any.whl and "
             "https://files.example.org/t/demo-1.0-py3-none-any.whl")
 

@@ -21,6 +21,7 @@ from typing import TextIO
 
 from torchstack import __version__
 from torchstack.errors import TorchstackError
+from torchstack.index._userinfo import redact
 
 PROG = "torchstack"
 EXIT_USAGE = 2
@@ -130,10 +131,12 @@ def _main(argv: Sequence[str] | None) -> int:
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format=f"{PROG}: %(name)s: %(message)s",
     )
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_redacted)
     try:
         return int(args.execute(args))
     except TorchstackError as exc:
-        sys.stderr.write(f"{PROG}: error: {exc}\n")
+        sys.stderr.write(f"{PROG}: error: {redact(str(exc))}\n")
         return EXIT_USAGE
     except OSError as exc:
         if isinstance(exc, BrokenPipeError) and _closed(sys.stdout):
@@ -141,6 +144,13 @@ def _main(argv: Sequence[str] | None) -> int:
         where = f"{exc.filename}: " if exc.filename else ""
         sys.stderr.write(f"{PROG}: error: {where}{exc.strerror or exc}\n")
         return EXIT_USAGE
+
+
+def _redacted(record: logging.LogRecord) -> bool:
+    """A log record's message with the credentials of its URLs taken out (any logger's, e.g.
+    urllib3's)."""
+    record.msg, record.args = redact(record.getMessage()), None
+    return True
 
 
 def _closed(stream: TextIO) -> bool:

@@ -23,7 +23,7 @@ from torchstack.errors import TorchstackError
 from torchstack.generator.release import Resolved
 from torchstack.generator.toolchains import Dependency
 from torchstack.index.protocol import IndexFile
-from torchstack.index.simple import strip_userinfo
+from torchstack.index.simple import without_userinfo
 from torchstack.paths import templates_path
 
 _PEP503_NAME = re.compile(r"^([A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])$", re.IGNORECASE)
@@ -111,7 +111,7 @@ def source(file: IndexFile) -> Source:
     """The file name, folder URL (without credentials) and sha256 of an index file, checked."""
     if file.sha256 is None or not _SHA256.fullmatch(file.sha256):
         raise RenderError(f"{file.filename!r}: the index gives no valid sha256 ({file.sha256!r})")
-    url = strip_userinfo(file.url)
+    url = without_userinfo(file.url)
     try:
         parts = urlsplit(url)
     except ValueError as exc:

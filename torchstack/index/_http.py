@@ -1,4 +1,4 @@
-"""HTTP for the index client: its errors, the URL policy, credentials, and the bounds of one
+"""HTTP for the index client: its errors, the URL policy, and the bounds of one
 exchange (an overall deadline, a cap on what a body inflates to).
 
 requests' timeout bounds each socket read, not an answer: a server that trickles a byte every
@@ -16,23 +16,22 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import ipaddress
-import re
 import socket
 import threading
 import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from typing import Generic, TypeVar
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import requests
 import urllib3
 
+from torchstack.index._userinfo import redact_url
 from torchstack.index.protocol import IndexAccessError, InsecureURLError
 
 _T = TypeVar("_T")
 _PIECE = 1 << 20  # the most one step of inflation produces
-_USERINFO = re.compile(r"(?<=://)[^/?#\s]*@")
 
 
 class EncodingError(IndexAccessError):
@@ -55,13 +54,13 @@ def check_url(url: str, *, allow_file: bool = False) -> str:
         parts = urlsplit(url)
         host = parts.hostname or ""
     except ValueError as exc:  # an unclosed IPv6 bracket, a port that is no number
-        raise IndexAccessError(f"{strip_userinfo(url)!r} is not a usable URL ({exc})") from exc
+        raise IndexAccessError(f"{redact_url(url)!r} is not a usable URL ({exc})") from exc
     if (parts.scheme == "https" and host) or (parts.scheme == "http" and is_loopback(host)):
         return url
     if parts.scheme == "file" and allow_file:
         return url
     also = ", file:// for local indexes" if allow_file else ""
-    raise InsecureURLError(f"{strip_userinfo(url)!r} refused: remote indexes must use https:// "
+    raise InsecureURLError(f"{redact_url(url)!r} refused: remote indexes must use https:// "
                            f"(http:// only on loopback hosts{also})")
 
 
@@ -198,34 +197,3 @@ def unreachable(exc: requests.RequestException) -> str | None:
             and isinstance(reason.__cause__, ConnectionRefusedError):
         return "the host refuses connections"
     return None
-
-
-# -- credentials ------------------------------------------------------------------------------
-
-
-def strip_userinfo(text: str) -> str:
-    """`text` with the user:password@ of every URL in it removed: what may be written down."""
-    return _USERINFO.sub("", text)
-
-
-def split_userinfo(url: str) -> tuple[str, tuple[str, str] | None]:
-    """The URL without its user:password@, and the (unquoted) user and password, if any."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return strip_userinfo(url), None
-    if "@" not in parts.netloc:
-        return url, None
-    userinfo, _, host = parts.netloc.rpartition("@")
-    user, _, password = userinfo.partition(":")
-    return urlunsplit(parts._replace(netloc=host)), (unquote(user), unquote(password))
-
-
-def origin(url: str) -> str:
-    """scheme://host:port of a URL without credentials: what credentials are kept for."""
-    try:
-        parts = urlsplit(url)
-        port = parts.port or {"https": 443, "http": 80}.get(parts.scheme)
-        return f"{parts.scheme}://{(parts.hostname or '').lower()}:{port}"
-    except ValueError:
-        return ""

@@ -25,7 +25,7 @@ from urllib.parse import unquote
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from torchstack.errors import TorchstackError
-from torchstack.index._http import strip_userinfo
+from torchstack.index._userinfo import redact, without_userinfo
 from torchstack.index.pages import TYPE_NAMES, kind_of
 from torchstack.index.protocol import (
     Index,
@@ -66,7 +66,7 @@ class RecordingIndex:
 
     def __init__(self, index: Index, today: str | None = None) -> None:
         self.index = index
-        self.record = _Recorded(strip_userinfo(index.location),
+        self.record = _Recorded(without_userinfo(index.location),
                                 today or datetime.date.today().isoformat())
 
     @property
@@ -78,7 +78,7 @@ class RecordingIndex:
             files = self.index.files(project)
         except IndexAccessError as exc:
             if not isinstance(exc, ProjectNotFoundError):
-                self.record.unreachable = strip_userinfo(str(exc))
+                self.record.unreachable = redact(str(exc))
             raise
         kept = [f for f in files if f.filename.endswith(_ARCH_SUFFIXES) and not f.yanked]
         self.record.projects[canonicalize_name(project)] = [_entry(f) for f in kept]
@@ -97,7 +97,7 @@ class RecordingIndex:
 
     def metadata(self, file: IndexFile) -> email.message.Message:
         message = self.index.metadata(file)
-        self.record.metadata[strip_userinfo(file.url)] = list(
+        self.record.metadata[without_userinfo(file.url)] = list(
             message.get_all("Requires-Dist") or ())
         return message
 
@@ -105,7 +105,7 @@ class RecordingIndex:
 def _entry(file: IndexFile) -> dict[str, Any]:
     """A file as the catalog records it: no credentials, no yanked reason (none is kept)."""
     entry = asdict(file)
-    entry["url"] = strip_userinfo(file.url)
+    entry["url"] = without_userinfo(file.url)
     del entry["yanked_reason"]
     return entry
 
@@ -115,7 +115,7 @@ class CatalogIndex:
 
     def __init__(self, record: dict[str, Any], source: str, where: str = "index") -> None:
         _check_record(record, source, where)
-        self._location = strip_userinfo(record["location"])
+        self._location = without_userinfo(record["location"])
         self.recorded: str = record["recorded"]
         self._projects: dict[str, list[dict[str, Any]]] = dict(record["projects"])
         self._metadata: dict[str, list[str]] = dict(record["metadata"])

@@ -16,7 +16,9 @@ page may inflate to `max_page` bytes (64 MiB), a METADATA file or member to `max
 (8 MiB), a wheel's zip directory to 64 MiB. The error says which limit was hit.
 
 Credentials in a URL (https://user:token@host/simple/) are sent, as HTTP basic auth, to that
-scheme, host and port only, and never appear in `location`, in file URLs or in messages.
+scheme, host and port only, and never appear in `location`, in file URLs or in messages. An
+index URL with an '@' after its host part (a password with an unencoded '/', '?' or '#') is
+refused before any request (see `_userinfo`).
 """
 
 from __future__ import annotations
@@ -40,9 +42,10 @@ import urllib3
 from packaging.utils import canonicalize_name
 
 from torchstack import __version__
-from torchstack.index import _http, _zipdir
+from torchstack.index import _http, _userinfo, _zipdir
 from torchstack.index._http import Transient as _Transient
-from torchstack.index._http import check_url, is_loopback, strip_userinfo
+from torchstack.index._http import check_url, is_loopback
+from torchstack.index._userinfo import redact, without_userinfo
 from torchstack.index.pages import (
     JSON_TYPE,
     NotAnIndexPageError,
@@ -61,7 +64,8 @@ from torchstack.index.protocol import (
     WheelMetadataError,
 )
 
-__all__ = ["ACCEPT", "SimpleIndex", "check_url", "is_loopback", "strip_userinfo"]
+__all__ = ["ACCEPT", "SimpleIndex", "check_url", "is_loopback", "redact",
+           "without_userinfo"]
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +94,7 @@ class SimpleIndex:
                  max_metadata: int = _zipdir.MAX_METADATA,
                  session: requests.Session | None = None) -> None:
         self._credentials: dict[str, tuple[str, str]] = {}
-        self.location = self._own(location) if "://" in location else location
+        self.location = self._own(_typed(location)) if "://" in location else location
         self.has_credentials = bool(self._credentials)
         self.timeout, self.deadline = timeout, deadline
         self.retries, self.backoff = retries, backoff
@@ -135,9 +139,9 @@ class SimpleIndex:
 
     def _own(self, url: str) -> str:
         """`url` without credentials, which are kept for its origin (the first ones seen)."""
-        clean, credentials = _http.split_userinfo(url)
+        clean, credentials = _userinfo.split_userinfo(url)
         if credentials is not None:
-            self._credentials.setdefault(_http.origin(clean), credentials)
+            self._credentials.setdefault(_userinfo.origin(clean), credentials)
         return clean
 
     # -- file lists -----------------------------------------------------------------------
@@ -277,7 +281,7 @@ class SimpleIndex:
                 response = self._session.get(url, headers={**_HEADERS, **headers},
                                              timeout=self.timeout, stream=True,
                                              allow_redirects=False,
-                                             auth=self._credentials.get(_http.origin(url)))
+                                             auth=self._credentials.get(_userinfo.origin(url)))
             except (requests.ConnectionError, requests.Timeout) as exc:
                 unreachable = _http.unreachable(exc)
                 if unreachable:
@@ -382,6 +386,16 @@ class SimpleIndex:
         return Path(url2pathname(urlsplit(url).path))
 
 
+def _typed(location: str) -> str:
+    """An index URL as typed, refused before any request when an '@' follows its host part."""
+    if _userinfo.misplaced(location):
+        raise IndexAccessError(
+            f"{_userinfo.redact_url(location)!r}: an '@' after the host part; if the URL "
+            "holds user:password@, percent-encode each '/', '?', '#' and '@' in them (%2F, "
+            "%3F, %23, %40); an '@' of the path, as %40")
+    return location
+
+
 def _local_folder(location: str) -> Path | None:
     """The folder of a local index (a path or file:// URL), None for a remote one."""
     if location.startswith("file:"):
@@ -403,3 +417,4 @@ def _read_capped(path: Path, limit: int, what: str) -> bytes:
         raise SizeLimitError(f"{str(path)!r}: the {what} is larger than the limit of "
                              f"{_http.size_text(limit)}; not read further")
     return data
+
