@@ -5,7 +5,10 @@ on). With --swap: the consumers of FROM that TO would break and those it spares,
 reason, and the modules on FROM that could not be checked; exit 0 when none breaks and all were
 checked, 1 otherwise. --json prints the same as data. With --record: the fingerprints read on
 the fly are written into their installations. A module whose installation cannot be read is
-"unknown" with the reason, never "no torch" nor safe: the listing and --record exit 1 then.
+"unknown" with the reason, never "no torch" nor safe: the listing and --record exit 1 then, as
+they do when a folder of module files cannot be listed. A consumer whose PyTorch cannot be
+told (a load that names no module, no PyTorch among its loads) runs on "unknown", with the
+reason under the table, and is not checked in a swap: the swap is not safe.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ HELP = ("list the modules of an EasyBuild install path with their torch fingerpr
         "with --swap, which consumers a PyTorch swap would break (exit 1 if any)")
 SCANNED_NOTE = "* not recorded by the installation: fingerprinted on the fly"
 UNKNOWN_NOTE = "unknown: its installation cannot be read, so it is not checked:"
+UNDETERMINED_NOTE = "runs on unknown: the PyTorch it runs on cannot be told, so it is not checked:"
+UNLISTED_NOTE = "folders of module files that cannot be listed:"
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -41,7 +46,7 @@ def execute(args: argparse.Namespace) -> int:
     from torchstack.guards.scan import plan_swap, record_scanned, scan_installpath
 
     found = scan_installpath(args.installpath)
-    complete = 0 if not found.unknown() else 1
+    complete = 0 if not found.unknown() and not found.problems else 1
     if args.record:
         for module in record_scanned(found):
             tag = module.fingerprint.abi_tag if module.fingerprint else "-"
@@ -69,6 +74,11 @@ def table(scan: Scan) -> str:
         lines.append(SCANNED_NOTE)
     if scan.unknown():
         lines += [UNKNOWN_NOTE, *(f"  {m.name}: {m.unreadable}" for m in scan.unknown())]
+    undetermined = [m for m in scan.modules if m.undetermined and m.runs_on is None]
+    if undetermined:
+        lines += [UNDETERMINED_NOTE, *(f"  {m.name}: {m.undetermined}" for m in undetermined)]
+    if scan.problems:
+        lines += [UNLISTED_NOTE, *(f"  {folder}: {why}" for folder, why in scan.problems)]
     return "\n".join(lines)
 
 
@@ -91,14 +101,14 @@ def describe_swap(report: SwapReport) -> str:
         f"swap {_named(report.source)} -> {_named(report.target)}: "
         f"{count} consumer module{'' if count == 1 else 's'} run{'s' if count == 1 else ''} "
         f"on {report.source.name}"
-        + (f", {unknown} more cannot be read" if unknown else ""),
+        + (f", {unknown} more not checked" if unknown else ""),
         "would break (rebuild):",
         *_group(report.would_break),
         "stays safe:",
         *_group(report.stays_safe),
     ]
     if report.not_checked:
-        lines += ["not checked (its installation cannot be read; not safe):",
+        lines += ["not checked (not safe):",
                   *_unchecked(report.not_checked)]
     return "\n".join(lines)
 

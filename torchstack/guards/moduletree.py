@@ -86,7 +86,7 @@ class ModuleTree:
     defaults: Mapping[str, str]  # folder name -> the default its first rc file marks
     undecided: Mapping[str, str]  # folder name -> why its default cannot be known
     aliases: Mapping[str, str] = field(default_factory=dict)  # alias -> what it names
-    problems: tuple[str, ...] = ()  # folders that could not be listed, loops skipped
+    problems: tuple[tuple[str, str], ...] = ()  # (folder, why) of those that cannot be listed
 
     def resolve(self, written: str) -> Resolved:
         """The module Lmod loads for `written` (`load("...")`), or why it cannot be told."""
@@ -163,15 +163,14 @@ class _Walk:
         self.defaults: dict[str, str] = {}
         self.undecided: dict[str, str] = {}
         self.aliases: dict[str, str] = {}
-        self.problems: list[str] = []
+        self.problems: list[tuple[str, str]] = []
         self.seen = 0
 
     def folder(self, path: Path, name: str, ancestors: tuple[tuple[int, int], ...]) -> None:
         info = os.stat(path)
         here = (info.st_dev, info.st_ino)
-        if here in ancestors:  # a symlink back to a folder above: Lmod's loop, walked once
-            self.problems.append(f"{str(path)!r} is a symlink loop (a folder inside itself);"
-                                 " the module names below it are not read")
+        if here in ancestors:  # a symlink back to a folder above: its files are read already
+            log.warning("%s is a symlink loop (a folder inside itself): walked once", path)
             return
         rcs: dict[str, Path] = {}
         for entry, kind in self._entries(path):
@@ -193,7 +192,7 @@ class _Walk:
             with os.scandir(path) as listing:
                 entries = sorted(listing, key=lambda e: e.name)
         except OSError as exc:
-            self.problems.append(f"cannot list {str(path)!r}: {exc.strerror or exc}")
+            self.problems.append((str(path), f"cannot be listed: {exc.strerror or exc}"))
             return
         for entry in entries:
             self.seen += 1

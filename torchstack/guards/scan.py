@@ -116,7 +116,7 @@ class Scan:
 
     installpath: Path
     modules: tuple[InstalledModule, ...]
-    problems: tuple[str, ...] = ()  # folders of modules/all that could not be read
+    problems: tuple[tuple[str, str], ...] = ()  # (folder, why) of modules/all not listed
 
     def get(self, name: str) -> InstalledModule | None:
         return next((m for m in self.modules if m.name == name), None)
@@ -143,7 +143,7 @@ class Scan:
         return {
             "installpath": str(self.installpath),
             "modules": [m.to_json() for m in self.modules],
-            "problems": list(self.problems),
+            "problems": [{"folder": f, "reason": why} for f, why in self.problems],
         }
 
 
@@ -398,8 +398,10 @@ def plan_swap(scan: Scan, source: str, target: str) -> SwapReport:
         verdict = compat.check(provider, consumer.fingerprint)
         outcome = SwapOutcome(consumer.name, consumer.fingerprint.abi_tag, verdict)
         (safe if verdict.compatible else breaking).append(outcome)
-    unknown = tuple(NotChecked(m.name, m.unreadable or "") for m in scan.unknown_on(old.name))
-    return SwapReport(old, new, tuple(breaking), tuple(safe), unknown)
+    unknown = [NotChecked(m.name, m.unreadable or m.undetermined or "")
+               for m in scan.unknown_on(old.name)]
+    unknown += [NotChecked(folder, f"its module files {why}") for folder, why in scan.problems]
+    return SwapReport(old, new, tuple(breaking), tuple(safe), tuple(unknown))
 
 
 def _swap_modules(
