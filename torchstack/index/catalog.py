@@ -16,6 +16,7 @@ import datetime
 import email.message
 import json
 import logging
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -24,6 +25,7 @@ from urllib.parse import unquote
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
+from torchstack._files import MAX_CATALOG, read_text
 from torchstack.errors import TorchstackError
 from torchstack.index._userinfo import redact, without_userinfo
 from torchstack.index.pages import TYPE_NAMES, kind_of
@@ -201,11 +203,13 @@ def load(release: str, folder: Path | None = None) -> list[CatalogIndex]:
     """The recorded indexes of `release`; CatalogError naming the releases there are."""
     folder = folder or catalog_dir()
     path = folder / f"torch-{release}.json"
-    if not path.is_file():
+    if not os.path.lexists(path):  # one that is there but no file (a FIFO) is read and refused
         raise CatalogError(f"the catalog has no torch {release!r} (it has: "
                            f"{', '.join(releases(folder)) or 'nothing'}); generate online")
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(read_text(path, MAX_CATALOG, CatalogError))
+    except CatalogError as exc:
+        raise CatalogError(f"unreadable catalog: {exc}") from None
     except RecursionError:
         raise CatalogError(f"{path}: unreadable catalog: JSON nested too deeply") from None
     except (OSError, ValueError) as exc:

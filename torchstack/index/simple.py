@@ -29,11 +29,12 @@ import email.parser
 import email.policy
 import hashlib
 import logging
+import os
 import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TypeVar
+from typing import BinaryIO, TypeVar
 from urllib.parse import urljoin, urlsplit
 from urllib.request import url2pathname
 
@@ -42,6 +43,7 @@ import urllib3
 from packaging.utils import canonicalize_name
 
 from torchstack import __version__
+from torchstack._files import describe_os_error, open_regular
 from torchstack.index import _http, _userinfo, _zipdir
 from torchstack.index._http import Transient as _Transient
 from torchstack.index._http import check_url, is_loopback
@@ -149,7 +151,7 @@ class SimpleIndex:
     def _folder_files(self, name: str) -> list[IndexFile]:
         assert self._folder is not None
         page = self._folder / name / "index.html"
-        if page.is_file():
+        if os.path.lexists(page):  # a FIFO or a dangling link is named, not taken as none
             log.debug("%s: reading %s", self.location, page)
             try:
                 return parse_page(name, _read_capped(page, self.max_page, "project page"),
@@ -185,7 +187,7 @@ class SimpleIndex:
 
     def _local_sha256(self, path: Path) -> str:
         if path not in self._local_hashes:
-            with open(path, "rb") as handle:
+            with _open_local(path) as handle:  # a FIFO would wait, /dev/zero never end
                 self._local_hashes[path] = _http.hash_stream(
                     iter(lambda: handle.read(_CHUNK), b""))
         return self._local_hashes[path]
@@ -411,10 +413,18 @@ def _local_folder(location: str) -> Path | None:
 
 def _read_capped(path: Path, limit: int, what: str) -> bytes:
     """A local file's bytes; SizeLimitError when it is larger than `limit`."""
-    with open(path, "rb") as handle:
+    with _open_local(path) as handle:
         data = handle.read(limit + 1)
     if len(data) > limit:
         raise SizeLimitError(f"{str(path)!r}: the {what} is larger than the limit of "
                              f"{_http.size_text(limit)}; not read further")
     return data
 
+
+def _open_local(path: Path) -> BinaryIO:
+    """A file of a local index, opened only when it is a regular one; IndexAccessError
+    naming it otherwise (a FIFO, a device, a dangling symlink, a missing file)."""
+    try:
+        return open_regular(path, IndexAccessError)
+    except OSError as exc:
+        raise IndexAccessError(describe_os_error(str(path), exc)) from exc
