@@ -294,3 +294,49 @@ class TestDefaults:
             write_defaults(installpath, [Default(SOURCE)])
         assert not (version.parent / ".modulerc.lua").exists()
 
+
+
+class TestCliInputs:
+    @pytest.mark.parametrize("argv", [["--suffix", "-src"], ["--suffix=-src"]],
+                             ids=["separate", "joined"])
+    def test_dashed_suffix(self, installpath: Path, capsys: pytest.CaptureFixture[str],
+                           argv: list[str]) -> None:
+        code, stdout, err = run(["rollout", "plan", str(installpath), WHEEL, SOURCE, *argv],
+                                capsys)
+        assert code == 1, err  # not ready, but planned
+        assert f"{OPS} -> fakeops/1.0-src" in stdout
+
+    def test_rollback_with_to_gone(self, installpath: Path,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+        """Rollback needs FROM only: TO's installation removed, its module file left."""
+        import shutil
+
+        shutil.rmtree(installpath / "software" / "PyTorch" / "2.6.0")
+        code, stdout, err = run(["rollout", "rollback", str(installpath), WHEEL, SOURCE], capsys)
+        assert code == 0, err
+        rc = installpath / "modules" / "all" / "PyTorch" / ".modulerc.lua"
+        assert f'module_version("{WHEEL}", "default")' in rc.read_text()
+        assert f"rolled back to {WHEEL}" in stdout
+
+    @pytest.mark.parametrize("kind", ["latin-1", "fifo"])
+    def test_kept_easyconfig_unreadable(self, installpath: Path, kind: str,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+        """FROM's easyconfig not UTF-8 or a FIFO: one line, exit 2; a consumer's: blocked."""
+        import os
+
+        kept = installpath / "software" / "fakeops" / "1.0-whl" / "easybuild"
+        source = installpath / "software" / "PyTorch" / "2.6.0-whl" / "easybuild"
+        for folder, name in ((kept, "fakeops-1.0-whl.eb"), (source, "PyTorch-2.6.0-whl.eb")):
+            (folder / name).unlink()
+            if kind == "fifo":
+                os.mkfifo(folder / name)
+            else:
+                (folder / name).write_bytes(b"description = 'caf\xe9'\n")
+            if folder == kept:
+                reason = _step(installpath, OPS).reason
+                assert reason.startswith("no easyconfig" if kind == "fifo" else
+                                         f"{str(folder / name)!r} is not UTF-8 text (byte 18 "
+                                         f"is 0xe9)"), reason
+        code, _, err = run(["rollout", "plan", str(installpath), WHEEL, SOURCE], capsys)
+        assert code == 2 and err.startswith(f"{PREFIX}{WHEEL}: ") and err.count("\n") == 1
+        assert ("not UTF-8" if kind == "latin-1" else "no easyconfig") in err

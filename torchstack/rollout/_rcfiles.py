@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from torchstack._files import read_regular
-from torchstack.errors import TorchstackError
+from torchstack.rollout.plan import RolloutError
 
 RC_FILES = {"lua": ".modulerc.lua", "tcl": ".modulerc"}
 DEFAULT_LINK = "default"
@@ -33,7 +33,7 @@ _COMPETING = re.compile(r"default|ModulesVersion", re.I)
 _COMMENT = re.compile(r"^\s*(--|#)")
 
 
-class RcFileError(TorchstackError):
+class RcFileError(RolloutError):
     """A module folder whose default files torchstack cannot read or must not change."""
 
 
