@@ -10,7 +10,6 @@ import pytest
 from torchstack.cli import main
 from torchstack.doctor.interpreter import Interpreter
 from torchstack.fingerprint_json import from_json
-from torchstack.fingerprint import Fingerprint
 from torchstack.venv import VenvError
 from torchstack.venv.create import Plan, create
 
@@ -47,6 +46,33 @@ class TestRefusals:
             "(module load PyTorch/<version> first)\n")
         assert not target.exists()
 
+    @pytest.mark.parametrize("name", [
+        pytest.param("a$b", id="dollar"),
+        pytest.param("a:b", id="colon"),
+        pytest.param("a\nb", id="newline"),
+    ])
+    def test_path_the_venvs_files_would_mangle(self, tmp_path: Path, name: str,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+        target = tmp_path / "new" / name
+        assert main(["venv", str(target), "--python", sys.executable]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"torchstack: error: {str(target)!r} cannot hold a venv: it has ")
+        assert err.count("\n") == 1
+        assert not (tmp_path / "new").exists()
+
+    def test_venv_left_half_made_by_a_kill(self, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+        """The marker that only a finished `torchstack venv` removes: the re-run says what
+        the folder is, and touches nothing."""
+        (tmp_path / ".torchstack-venv-incomplete").write_text("")
+        (tmp_path / "pyvenv.cfg").write_text("home = /usr/bin\n")
+        assert main(["venv", str(tmp_path), "--python", sys.executable]) == 2
+        assert capsys.readouterr().err == (
+            f"torchstack: error: {str(tmp_path)!r} holds a venv that torchstack venv did not "
+            "finish (it was killed): remove that folder and run torchstack venv again\n")
+        assert sorted(p.name for p in tmp_path.iterdir()) == [".torchstack-venv-incomplete",
+                                                               "pyvenv.cfg"]
+
     def test_not_a_python(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         assert main(["venv", str(tmp_path / "v"), "--python", "/bin/false"]) == 2
         assert capsys.readouterr().err.startswith(
@@ -54,12 +80,15 @@ class TestRefusals:
 
 
 class TestFailure:
-    @pytest.mark.parametrize("existed", [
-        pytest.param(False, id="absent"),
-        pytest.param(True, id="empty-folder"),
+    @pytest.mark.parametrize(("existed", "name"), [
+        pytest.param(False, "venv", id="absent"),
+        pytest.param(True, "venv", id="empty-folder"),
+        # the folders made on the way to DIR go too
+        pytest.param(False, "new/folders/venv", id="absent-parents"),
     ])
-    def test_failed_venv_leaves_dir_as_it_was(self, tmp_path: Path, existed: bool) -> None:
-        target = tmp_path / "venv"
+    def test_failed_venv_leaves_dir_as_it_was(self, tmp_path: Path, existed: bool, name: str
+                                              ) -> None:
+        target = tmp_path / name
         if existed:
             target.mkdir()
         interpreter = Interpreter("/bin/false", (3, 11), "/p", "/p", (), None, ())
@@ -73,3 +102,4 @@ class TestFailure:
             create(made, {})
         assert target.exists() == existed
         assert not existed or not any(target.iterdir())
+        assert [p.name for p in tmp_path.iterdir()] == (["venv"] if existed else [])

@@ -3,13 +3,15 @@
 The venv is made by the module's Python (`python3` on PATH, as the loaded Python module
 puts it there) with --system-site-packages; pip in it resolves against pins of every
 distribution the loaded modules provide, so `pip install X` keeps the module's torch or
-fails naming the conflict. Exit 0 when made, 2 on bad input (DIR in use, no PyTorch loaded).
+fails naming the conflict. Exit 0 when made, 2 on bad input (DIR in use or a path the venv's
+files would mangle, no PyTorch loaded, a Python that cannot run the module's torch).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shlex
 from pathlib import Path
 
 NAME = "venv"
@@ -39,5 +41,5 @@ def execute(args: argparse.Namespace) -> int:
           f"{made.target / CONSTRAINTS}, read by pip through {made.target / PIP_CONF}")
     if scripts:
         print(f"console scripts run by the venv's Python: {' '.join(scripts)}")
-    print(f"activate: source {made.target / 'bin' / 'activate'}")
+    print(f"activate: source {shlex.quote(str(made.target / 'bin' / 'activate'))}")
     return 0

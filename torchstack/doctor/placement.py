@@ -181,15 +181,29 @@ def python_mismatch(stack: Stack, interpreter: Interpreter) -> Finding | None:
     """torch/_C built for another Python (a cpython-311 torch seen by Python 3.12)."""
     if stack.torch is None:
         return None
-    pattern = os.path.join(glob.escape(stack.torch.folder), "torch", "_C.*so")
-    extensions = [os.path.basename(p) for p in glob.glob(pattern)]
-    if not extensions or any(e[len("_C"):] in interpreter.ext_suffixes for e in extensions):
+    extensions = foreign_extensions(stack.torch.folder, interpreter)
+    if not extensions:
         return None
     return problem("torch-python-mismatch",
                    f"torch {stack.torch.dist.version} in {stack.torch.folder} is built for "
                    f"another Python ({extensions[0]}), not Python {interpreter.version_text}",
                    "use the Python that torch was installed for, or install torch for "
                    f"Python {interpreter.version_text}")
+
+
+def foreign_extensions(folder: str, interpreter: Interpreter) -> list[str]:
+    """The torch/_C extensions in `folder` when none of them is for `interpreter`, else []."""
+    pattern = os.path.join(glob.escape(folder), "torch", "_C.*so")
+    extensions = sorted(os.path.basename(p) for p in glob.glob(pattern))
+    if any(e[len("_C"):] in interpreter.ext_suffixes for e in extensions):
+        return []
+    return extensions
+
+
+def site_python(folder: str) -> str | None:
+    """The X.Y of a .../lib/pythonX.Y/site-packages folder, None for any other folder."""
+    match = _PYTHON_DIR.search(folder)
+    return match.group(1) if match else None
 
 
 def _inside(path: str, prefix: str) -> bool:

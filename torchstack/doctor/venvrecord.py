@@ -12,6 +12,8 @@ from __future__ import annotations
 import configparser
 import json
 import os
+import urllib.parse
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -96,4 +98,13 @@ def wired_constraints(prefix: Path) -> list[str]:
 def names_file(paths: list[str], target: Path) -> bool:
     """Whether one of `paths` (as pip would open them) is the file `target`."""
     real = os.path.realpath(target)
-    return any(os.path.realpath(os.path.expanduser(p)) == real for p in paths)
+    return any(os.path.realpath(_local_path(p)) == real for p in paths)
+
+
+def _local_path(value: str) -> str:
+    """A constraint as pip opens it: a file: URL (percent-encoded, which is how a path
+    with whitespace is written in pip.conf, where pip splits values at whitespace) or a
+    path."""
+    if value.startswith("file:"):
+        return urllib.request.url2pathname(urllib.parse.urlsplit(value).path)
+    return os.path.expanduser(value)

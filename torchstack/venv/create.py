@@ -1,9 +1,12 @@
 """`torchstack venv DIR`: a venv on the module's Python that keeps the module's torch.
 
-`plan` reads the environment and refuses what cannot work (DIR in use, no torch from a
-loaded module, a Python that belongs to another venv) before anything is written; `create`
-runs `python -m venv --system-site-packages` with the module's Python and adds torchstack's
-files. A failure removes what was made, so DIR is left as it was found.
+`plan` reads the environment and refuses what cannot work (DIR in use or a path the venv's
+files would mangle, no torch from a loaded module, a Python that belongs to another venv or
+cannot run the module's torch) before anything is written; `create` runs
+`python -m venv --system-site-packages` with the module's Python and adds torchstack's files.
+A failure, Ctrl-C or SIGTERM removes what was made, so DIR is left as it was found. A venv
+cannot be made elsewhere and renamed (its path is written into its scripts), so a kill -9
+can still leave one half made: a marker file, removed last, tells a re-run what it is.
 """
 
 from __future__ import annotations
@@ -23,8 +26,16 @@ from torchstack.doctor.interpreter import Interpreter
 from torchstack.doctor.placement import Places
 from torchstack.doctor.stack import Stack, read_stack
 from torchstack.doctor.surroundings import Surroundings
+from torchstack.doctor.venvrecord import (
+    CONSTRAINTS,
+    EXCLUDES,
+    PIP_CONF,
+    RECORD,
+    UV_TOML,
+    VenvRecord,
+)
 from torchstack.fingerprint import Fingerprint
-from torchstack.venv import VenvError, activate
+from torchstack.venv import VenvError, activate, paths
 from torchstack.venv.pins import (
     Pin,
     constraints_text,
@@ -35,13 +46,14 @@ from torchstack.venv.pins import (
     pip_conf_text,
     uv_toml_text,
 )
-from torchstack.doctor.venvrecord import CONSTRAINTS, EXCLUDES, PIP_CONF, RECORD, UV_TOML, VenvRecord
+from torchstack.venv.python import check_runs_module_torch, check_sees_module_torch
 from torchstack.venv.scripts import console_scripts
 
 log = logging.getLogger(__name__)
 
 _TIMEOUT = 900
 PTH = "_torchstack_module_python.pth"
+INCOMPLETE = ".torchstack-venv-incomplete"  # in DIR from its first file to its last
 
 
 @dataclass(frozen=True)
@@ -71,10 +83,12 @@ class Plan:
 
 def plan(target: Path, interpreter: Interpreter, environ: Mapping[str, str]) -> Plan:
     """Check that a venv can be made at `target` on top of the loaded modules."""
+    paths.check(target)
     _check_target(target)
     surroundings = Surroundings.from_environ(environ)
     places = Places(interpreter, surroundings)
     stack = read_stack(interpreter.path)
+    check_sees_module_torch(stack, places)
     provider = _module_torch(stack, places, interpreter)
     sites = _own_sites(interpreter, surroundings)
     provided = module_distributions(stack, places)
@@ -92,6 +106,9 @@ def _check_target(target: Path) -> None:
         return
     if not target.is_dir():
         raise VenvError(f"{str(target)!r} exists and is not a folder")
+    if (target / INCOMPLETE).exists():
+        raise VenvError(f"{str(target)!r} holds a venv that torchstack venv did not finish "
+                        "(it was killed): remove that folder and run torchstack venv again")
     if any(target.iterdir()):
         raise VenvError(f"{str(target)!r} exists and is not empty")
 
@@ -106,6 +123,7 @@ def _module_torch(stack: Stack, places: Places, interpreter: Interpreter) -> Fin
     if origin.kind != "module" or origin.module is None:
         raise VenvError(f"no PyTorch module is loaded: the torch that {python} sees comes "
                         f"from {origin.label}, not from a loaded module")
+    check_runs_module_torch(stack.torch, places, origin.module)
     if stack.provider is None:
         raise VenvError(f"the torch of module {origin.module} in {stack.torch.folder} cannot be "
                         f"read: {stack.provider_error}")
@@ -128,14 +146,29 @@ def _own_sites(interpreter: Interpreter, surroundings: Surroundings) -> list[str
 
 def create(plan: Plan, environ: Mapping[str, str]) -> list[str]:
     """Make the venv of `plan`; returns the console scripts it was given."""
-    existed = plan.target.exists()
+    made = _missing_folders(plan.target)
     try:
+        plan.target.mkdir(parents=True, exist_ok=True)
+        _write(plan.target / INCOMPLETE, "torchstack venv is making this venv; if it is not "
+               "running, it was killed: remove this folder and run it again\n")
         _make_venv(plan, environ)
         _drop_copies(plan, environ)
-        return _add_files(plan)
+        scripts = _add_files(plan)
+        (plan.target / INCOMPLETE).unlink()
+        return scripts
     except BaseException:
-        _remove(plan.target, keep_folder=existed)
+        _remove(plan.target, made)
         raise
+
+
+def _missing_folders(target: Path) -> list[Path]:
+    """The folders from `target` up that do not exist yet, the outermost last."""
+    missing = []
+    for folder in [target, *target.parents]:
+        if folder.exists() or folder.is_symlink():
+            break
+        missing.append(folder)
+    return missing
 
 
 def _make_venv(plan: Plan, environ: Mapping[str, str]) -> None:
@@ -207,12 +240,13 @@ def _write(path: Path, text: str, mode: int = 0o644) -> None:
         raise
 
 
-def _remove(target: Path, keep_folder: bool) -> None:
-    """Remove what was made in `target`; an empty folder that was there stays."""
-    if not target.is_dir():
+def _remove(target: Path, made: list[Path]) -> None:
+    """Remove what was made: the folders in `made` (the outermost last) whole, else what is
+    in `target`; an empty folder that was there stays."""
+    if made:
+        shutil.rmtree(made[-1], ignore_errors=True)
         return
-    if not keep_folder:
-        shutil.rmtree(target, ignore_errors=True)
+    if not target.is_dir():
         return
     for entry in target.iterdir():
         if entry.is_dir() and not entry.is_symlink():

@@ -17,6 +17,7 @@ from packaging.version import InvalidVersion, Version
 from torchstack.distributions import normalize_name
 from torchstack.doctor.placement import Places
 from torchstack.doctor.stack import Stack
+from torchstack.venv.paths import pip_conf_value
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +84,7 @@ def _whence(pin: Pin) -> str:
 def pip_conf_text(constraints: Path) -> str:
     return ("# torchstack: `pip install` in this venv resolves against the loaded modules' pins\n"
             "[install]\n"
-            f"constraint = {constraints}\n")
+            f"constraint = {pip_conf_value(constraints)}\n")
 
 
 def uv_toml_text(pins: list[Pin]) -> str:

@@ -2,8 +2,9 @@
 
 A module's `torchrun` starts the module's Python, which does not see the venv's packages.
 The venv gets its own copy of each console script of a pinned distribution, written as pip
-writes entry points, with the venv's python on the `#!` line: first on PATH once the venv is
-active, it sees the venv's packages and the module's alike.
+writes entry points, with the venv's python on the `#!` line (in pip's `#!/bin/sh` form where
+the kernel would not read the path whole): first on PATH once the venv is active, it sees the
+venv's packages and the module's alike.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from torchstack.distributions import normalize_name
+from torchstack.venv.paths import shebang
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +36,7 @@ class ConsoleScript:
 
     def text(self, python: Path) -> str:
         top, _, _ = self.attr.partition(".")
-        return (f"#!{python}\n"
+        return (f"{shebang(python)}"
                 f"# {self.name} of {self.distribution}, run by this venv's Python (torchstack)\n"
                 "import sys\n"
                 f"from {self.module} import {top}\n"
