@@ -340,3 +340,26 @@ class TestCliInputs:
         code, _, err = run(["rollout", "plan", str(installpath), WHEEL, SOURCE], capsys)
         assert code == 2 and err.startswith(f"{PREFIX}{WHEEL}: ") and err.count("\n") == 1
         assert ("not UTF-8" if kind == "latin-1" else "no easyconfig") in err
+
+
+class TestModuleTreeAsLmodSeesIt:
+    """Loads that reach FROM through a symbolic version, module folders that are symlinks:
+    the consumers behind them are in the plan, never silently left out."""
+
+    def test_consumer_loading_from_through_a_symbolic_version(self, installpath: Path) -> None:
+        folder = installpath / "modules" / "all" / "PyTorch"
+        (folder / ".modulerc.lua").write_text(f'module_version("{WHEEL}", "wheels")\n')
+        install(installpath, "aliasuser/1.0-whl", consumer("aliasuser", "python", None),
+                ("PyTorch/wheels",), easyconfig("aliasuser", "1.0", "-whl",
+                                                [("PyTorch", "2.6.0", "-whl")]))
+        assert _step(installpath, "aliasuser/1.0-whl").action == "reinstall"
+
+    def test_symlinked_module_folder(self, installpath: Path, tmp_path: Path) -> None:
+        install(installpath, "linked/1.0-whl", consumer("linked", "cxx", False), (WHEEL,),
+                easyconfig("linked", "1.0", "-whl", [("PyTorch", "2.6.0", "-whl")]))
+        shared = tmp_path / "shared-modules" / "linked"
+        folder = installpath / "modules" / "all" / "linked"
+        shared.parent.mkdir()
+        folder.rename(shared)
+        folder.symlink_to(shared)
+        assert _step(installpath, "linked/1.0-whl").action == "rebuild"
