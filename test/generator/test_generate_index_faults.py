@@ -14,6 +14,7 @@ from typing import ClassVar
 import pytest
 from support.indexserver import IndexServer
 from support.releasewheels import cpu_release, pypi_release
+from support.wheelbuild import build_wheel
 
 from torchstack.cli import main
 
@@ -165,6 +166,33 @@ class TestSpecialCharacters:
         assert code == 0, said.err
         assert all(hit.authorization for hit in guarded.hits)
         assert not any(piece in written_text(out) + said.out + said.err for piece in PIECES)
+
+
+class TestAnotherProjectsFiles:
+    """A project's page that lists only another project's wheel offers no release of it, as
+    pip reads such a page: nothing is written under the project's name."""
+
+    @pytest.fixture
+    def mislisted(self, cpu: IndexServer, tmp_path: Path) -> IndexServer:
+        other = build_wheel(tmp_path, "torchother", "1.0",
+                            {"torchother/__init__.py": b""}, ("torch>=2",))
+        cpu.add("torchpure", other.name, other.read_bytes())
+        return cpu
+
+    def test_generate_with(self, tmp_path: Path, mislisted: IndexServer,
+                           capsys: pytest.CaptureFixture[str]) -> None:
+        code, out = generate(tmp_path, "--index", mislisted.index_url, "--with", "torchpure")
+        said = capsys.readouterr()
+        assert code == 0, said.err
+        assert "left out: torchpure: not built" in said.out
+        assert not list(out.glob("torchpure*")) and "torchother" not in written_text(out)
+
+    def test_classify(self, mislisted: IndexServer, capsys: pytest.CaptureFixture[str]) -> None:
+        assert main(["classify", "2.9.1", "--with", "torchpure", "--index", mislisted.index_url,
+                     "--python", "3.13", "--arch", "x86_64"]) == 1
+        said = capsys.readouterr()
+        assert said.out.startswith("torchpure: not built: no release")
+        assert "torchother" not in said.out + said.err
 
 
 class TestWhatHappened:

@@ -275,14 +275,13 @@ class TestFiles:
         assert index.bytes_transferred == server.bytes_sent < len(server.json_page("demo"))
 
     @pytest.mark.parametrize("formats", [("json",), ("html",)], ids=["json", "html"])
-    def test_hostile_names_pass_through(self, server: IndexServer,
-                                        formats: tuple[str, ...]) -> None:
-        # the index's words reach the caller verbatim; the generator must refuse them
+    def test_hostile_names_skipped(self, server: IndexServer, formats: tuple[str, ...]) -> None:
+        # no valid wheel name, so no file of demo (pip skips them alike); the rest is kept
         server.formats = formats
         for name in HOSTILE:
             server.add("demo", name, b"not a wheel")
         names = [f.filename for f in client(server).files("demo")]
-        assert set(HOSTILE) <= set(names)
+        assert names and set(HOSTILE).isdisjoint(names)
 
     def test_missing_project(self, server: IndexServer) -> None:
         with pytest.raises(ProjectNotFoundError, match=rf"^{server.index_url}nothing-here/ "

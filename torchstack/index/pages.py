@@ -4,11 +4,18 @@ Pure parsers: text in, `IndexFile` list out. Relative file URLs are resolved aga
 URL (or a `<base href>`), the hash travels in `sha256`, never in the URL fragment. Every field
 of a JSON page is type-checked; a page that cannot be an index (a login form, an HTML page
 without links to distribution files) is refused as such rather than read as "no files".
+
+Only the files of the page's project are kept, as pip's LinkEvaluator keeps them: a wheel whose
+name, normalized (PEP 503), is the project's; an sdist or other archive whose name up to one of
+its '-' normalizes to the project's. Both the listed filename and the file name at the end of
+the URL must pass, so that a page for `torch` cannot hand over `torchvision`'s wheel, or a
+look-alike's, under torch's name.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import reprlib
@@ -18,16 +25,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 
-from packaging.utils import (
-    InvalidSdistFilename,
-    InvalidWheelFilename,
-    canonicalize_name,
-    parse_sdist_filename,
-    parse_wheel_filename,
-)
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
 
 from torchstack.errors import TorchstackError
 from torchstack.index.protocol import IndexFile
+
+log = logging.getLogger(__name__)
 
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 _ARCHIVES = (".whl", ".tar.gz", ".zip")
@@ -79,8 +83,8 @@ def parse_json(project: str, text: str, page_url: str) -> list[IndexFile]:
         raise NotAnIndexPageError(f"JSON that is not a PEP 691 project page (a 'files' list "
                                   f"was expected, not {kind_of(files)})")
     name = canonicalize_name(project)
-    return [_json_file(name, entry, position, page_url)
-            for position, entry in enumerate(files)]
+    return _of_project(name, [_json_file(name, entry, position, page_url)
+                              for position, entry in enumerate(files)])
 
 
 def _json_file(project: str, entry: Any, position: int, page_url: str) -> IndexFile:
@@ -164,7 +168,7 @@ def parse_html(project: str, text: str, page_url: str) -> list[IndexFile]:
     why = _not_an_index(parser, files)
     if why:
         raise NotAnIndexPageError(f"a page that is not a simple index ({why}: a login page?)")
-    return files
+    return _of_project(name, files)
 
 
 def _not_an_index(parser: _AnchorParser, files: list[IndexFile]) -> str | None:
@@ -189,8 +193,10 @@ def _html_file(project: str, attrs: dict[str, str | None], text: str, base: str)
     algorithm, _, digest = fragment.partition("=")
     metadata = attrs.get("data-core-metadata", attrs.get("data-dist-info-metadata"))
     reason = attrs.get("data-yanked")
+    listed = unquote(urlsplit(url).path.rpartition("/")[2])
+    text = text.strip()  # PEP 503: the file name; else, as pip reads it, the URL's last part
     return IndexFile(
-        project=project, filename=text.strip() or unquote(urlsplit(url).path.rpartition("/")[2]),
+        project=project, filename=text if text.endswith(_DISTRIBUTIONS) or not listed else listed,
         url=url, sha256=digest.lower() if algorithm == "sha256" and digest else None,
         size=None, requires_python=attrs.get("data-requires-python") or None,
         yanked="data-yanked" in attrs,
@@ -253,7 +259,7 @@ def flat_files(folder: Path, project: str, sha256: Callable[[Path], str]) -> lis
     name = canonicalize_name(project)
     found = []
     for entry in sorted(os.scandir(folder), key=lambda e: e.name):
-        if entry.is_file() and _project_of(entry.name) == name:
+        if entry.is_file() and entry.name.endswith(_ARCHIVES) and is_of(name, entry.name):
             path = Path(entry.path)
             found.append(IndexFile(
                 project=name, filename=entry.name, url=path.absolute().as_uri(),
@@ -262,13 +268,39 @@ def flat_files(folder: Path, project: str, sha256: Callable[[Path], str]) -> lis
     return found
 
 
-def _project_of(filename: str) -> str | None:
-    """The normalized project name an archive's filename declares, or None."""
+def _of_project(name: str, files: list[IndexFile]) -> list[IndexFile]:
+    """The files of a page that belong to project `name` (see the module's docstring)."""
+    kept = []
+    for file in files:
+        listed = unquote(urlsplit(file.url).path.rpartition("/")[2])
+        if is_of(name, file.filename) and (not listed.endswith(_DISTRIBUTIONS)
+                                           or is_of(name, listed)):
+            kept.append(file)
+        else:
+            log.debug("skipped %s (%s): not a file of %s", file.filename, file.url, name)
+    return kept
+
+
+def is_of(project: str, filename: str) -> bool:
+    """Whether `filename` is a distribution file of the (normalized) `project`: a valid wheel
+    name whose project normalizes to it, or an archive whose name up to a '-' does, followed
+    by a valid version (pip's rule for sdists, whose names may hold a '-' of their own)."""
+    if filename.endswith(".whl"):
+        try:
+            return parse_wheel_filename(filename.replace("%2B", "+"))[0] == project
+        except InvalidWheelFilename:
+            return False
+    stem = next((filename[:-len(suffix)] for suffix in _DISTRIBUTIONS
+                 if filename.endswith(suffix)), None)
+    if stem is None:
+        return False
+    return any(canonicalize_name(stem[:dash]) == project and _is_version(stem[dash + 1:])
+               for dash, char in enumerate(stem) if char == "-")
+
+
+def _is_version(text: str) -> bool:
     try:
-        if filename.endswith(".whl"):
-            return str(parse_wheel_filename(filename.replace("%2B", "+"))[0])
-        if filename.endswith(_ARCHIVES):
-            return str(parse_sdist_filename(filename)[0])
-    except (InvalidWheelFilename, InvalidSdistFilename):
-        return None
-    return None
+        Version(text)
+    except InvalidVersion:
+        return False
+    return True
