@@ -73,6 +73,31 @@ class TestRefusals:
         assert sorted(p.name for p in tmp_path.iterdir()) == [".torchstack-venv-incomplete",
                                                                "pyvenv.cfg"]
 
+    def test_module_torch_for_another_python(self, tmp_path: Path, no_modules: None,
+                                             monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+        """A PyTorch module for Python 3.99 reached through $EBROOTPYTORCH only: this Python
+        does not see its torch, which is not 'no PyTorch module is loaded'."""
+        site = tmp_path / "pytorch" / "lib" / "python3.99" / "site-packages"
+        (site / "torch").mkdir(parents=True)
+        (site / "torch" / "__init__.py").write_text("")
+        python = tmp_path / "python" / "bin" / "python3.99"
+        python.parent.mkdir(parents=True)
+        python.write_text("")
+        python.chmod(0o755)
+        monkeypatch.setenv("EBROOTPYTORCH", str(tmp_path / "pytorch"))
+        monkeypatch.setenv("EBROOTPYTHON", str(tmp_path / "python"))
+        monkeypatch.setenv("LOADEDMODULES", "Python/3.99.0:PyTorch/9.9")
+        target = tmp_path / "venv"
+        assert main(["venv", str(target), "--python", sys.executable]) == 2
+        version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+        assert capsys.readouterr().err == (
+            f"torchstack: error: module PyTorch/9.9 provides torch unknown in {site}, but this "
+            f"Python ({sys.executable}) does not see it: it is for Python 3.99, this is Python "
+            f"{version}; use the Python 3.99 that the module was built for ({python} of module "
+            f"Python/3.99.0: --python {python})\n")
+        assert not target.exists()
+
     def test_not_a_python(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         assert main(["venv", str(tmp_path / "v"), "--python", "/bin/false"]) == 2
         assert capsys.readouterr().err.startswith(
