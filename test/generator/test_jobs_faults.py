@@ -145,3 +145,55 @@ class TestAnyContent:
         found = jobs.status(folder, None)
         assert [j.name for j in found.jobs] == [TORCH, VISION, AUDIO]
         assert all(j.state in jobs.STATES for j in found.jobs)
+
+
+class TestQueueBytes:
+    """squeue prints what users gave Slurm as bytes: a job name or output path in Latin-1 is
+    no UTF-8. Its line is shown with the byte replaced; a job writing into a folder with such
+    a name is still matched to it. squeue here is a script that prints those bytes (the real
+    Slurm's word on them: test_slurm.py)."""
+
+    @pytest.fixture
+    def accented(self, tmp_path: Path) -> tuple[Path, dict[str, str]]:
+        folder = Path(os.fsdecode(bytes(tmp_path) + b"/jos\xe9/jobs"))  # as argv decodes it
+        folder.mkdir(parents=True)
+        (folder / jobs.SUBMISSION_LOG).write_text(SUBMISSION)
+        (folder / f"{TORCH}-11.out").write_text(SUCCEEDED)
+        lines = [b"12|" + VISION.encode() + b"|PENDING|Dependency|" + bytes(folder)
+                 + b"/" + VISION.encode() + b"-12.out|",
+                 b"14|caf\xe9-1.0|PENDING|JobHeldUser|" + bytes(folder) + b"/caf\xe9-1.0-14.out|",
+                 b"15|other|RUNNING|None|/home/andr\xe9/x-15.out|"]
+        bin_folder = tmp_path / "bin"
+        bin_folder.mkdir()
+        (bin_folder / "queue.txt").write_bytes(b"\n".join(lines) + b"\n")
+        squeue = bin_folder / "squeue"
+        squeue.write_text(f"#!/bin/sh\ncat '{bin_folder / 'queue.txt'}'\n")
+        squeue.chmod(0o755)
+        return folder, {**os.environ, "PATH": f"{bin_folder}:{os.environ['PATH']}"}
+
+    def test_entries(self, accented: tuple[Path, dict[str, str]]) -> None:
+        _, environ = accented
+        squeue = jobs.Squeue(environ["PATH"].split(":")[0] + "/squeue")
+        names = [entry.name for entry in squeue.entries()]
+        assert names == [VISION, "caf\udce9-1.0", "other"]  # the byte kept, as a path's is
+
+    @pytest.mark.parametrize("json_output", [False, True], ids=["lines", "json"])
+    def test_report(self, accented: tuple[Path, dict[str, str]], json_output: bool) -> None:
+        folder, environ = accented
+        done = subprocess.run([sys.executable, "-m", "torchstack", "jobs", bytes(folder),
+                               *(["--json"] if json_output else [])], env=environ,
+                              capture_output=True, timeout=60, check=False)
+        out, err = done.stdout.decode(), done.stderr.decode()
+        assert (done.returncode, err) == (1, ""), out + err
+        if json_output:
+            found = json.loads(out)
+            assert found["folder"].endswith("/jos\ufffd/jobs")
+            assert [(j["name"], j["state"]) for j in found["jobs"]] == [
+                (TORCH, "done"), (VISION, "pending"), (AUDIO, "unknown"),
+                ("caf\ufffd-1.0", "pending")]
+        else:
+            assert out.splitlines()[2:5] == [
+                f"pending  {VISION} (job 12): waiting (Dependency)",
+                f"unknown  {AUDIO} (job 13): no output and not in the queue: never ran "
+                "(cancelled?)",
+                "pending  caf\ufffd-1.0 (job 14): waiting (JobHeldUser)"]

@@ -220,13 +220,16 @@ class Squeue:
         fields = ",".join(f"{name}:|" for name in _SQUEUE_FIELDS)
         try:
             result = subprocess.run([self.command, "-h", "-t", "all", "-O", fields],
-                                    capture_output=True, text=True, check=False, timeout=60)
+                                    capture_output=True, check=False, timeout=60)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise JobsError(f"{self.command!r} cannot run: {exc}") from exc
         if result.returncode != 0:
-            last = (result.stderr.strip().splitlines() or [f"exit {result.returncode}"])[-1]
+            stderr = printable(os.fsdecode(result.stderr))
+            last = (stderr.strip().splitlines() or [f"exit {result.returncode}"])[-1]
             raise JobsError(f"{self.command!r} failed: {last!r}")
-        return parse_squeue(result.stdout)
+        # squeue prints names and paths as bytes (a user's path may be Latin-1): decoded as
+        # Python decodes paths, so that a job's output folder compares equal to the folder
+        return parse_squeue(os.fsdecode(result.stdout))
 
 
 def default_queue() -> Queue | None:
@@ -250,9 +253,23 @@ def status(folder: Path, queue: Queue | None) -> JobsStatus:
                         f"{SUBMISSION_LOG} and no job of the queue writes there")
     current = _current_jobs(submitted, seen)
     modules = {name: module for name, module, _ in submitted}
-    jobs = tuple(_job(name, job_id, outputs.get((name, job_id)), entries, modules.get(name))
+    jobs = tuple(_shown(_job(name, job_id, outputs.get((name, job_id)), entries,
+                             modules.get(name)))
                  for name, job_id in current)
-    return JobsStatus(str(folder), jobs, tuple(notes))
+    return JobsStatus(printable(str(folder)), jobs, tuple(printable(n) for n in notes))
+
+
+def printable(text: str) -> str:
+    """`text` with the bytes that were no UTF-8 (kept as surrogates, as Python decodes paths
+    and squeue's output) shown as U+FFFD: what can be printed and written as JSON."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def _shown(job: Job) -> Job:
+    """A job with every text printable (a name or path of the queue, a path of the folder)."""
+    return Job(printable(job.name), job.job_id, job.state, printable(job.reason),
+               None if job.log is None else printable(job.log),
+               None if job.module is None else printable(job.module))
 
 
 def _submission(folder: Path, notes: list[str]) -> list[tuple[str, str, str]]:
