@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 import subprocess
 import sys
 import tarfile
@@ -107,3 +108,26 @@ class TestCluster:
         report = capsys.readouterr().out
         assert report.startswith("done     tsjobsmoke-1.0 (job ")
         assert f"log: {env.installpath}/software/tsjobsmoke/1.0/easybuild/" in report
+
+
+class TestQueueBytes:
+    def test_latin1_job_name_and_folder(self, slurm_cluster: SlurmCluster,
+                                        tmp_path: Path) -> None:
+        # a held job (it stays pending) named, and writing into a folder named, in Latin-1:
+        # squeue prints the bytes as given; jobs shows its line with the byte replaced
+        folder = Path(os.fsdecode(bytes(tmp_path) + b"/jos\xe9/jobs"))  # as argv decodes it
+        folder.mkdir(parents=True)
+        submitted = slurm_cluster.run("sbatch", "--hold", "--job-name", "caf\udce9-1.0",
+                                      "--output", f"{folder}/caf\udce9-1.0-%j.out",
+                                      "--wrap", "true")
+        job_id = submitted.stdout.split()[-1]
+        try:
+            done = subprocess.run([sys.executable, "-m", "torchstack", "jobs", bytes(folder)],
+                                  env={**os.environ, **slurm_cluster.environ()},
+                                  capture_output=True, timeout=60, check=False)
+        finally:
+            slurm_cluster.run("scancel", job_id)
+        out, err = done.stdout.decode(), done.stderr.decode()
+        assert (done.returncode, err) == (1, ""), out + err
+        assert out.splitlines() == [f"pending  caf\ufffd-1.0 (job {job_id}): waiting "
+                                    "(JobHeldUser)", "1 job: 1 pending"]

@@ -225,8 +225,10 @@ class SlurmCluster:
         return result.returncode == 0 and result.stdout.strip() == "idle"
 
     def _client(self, *command: str) -> subprocess.CompletedProcess[str]:
+        # squeue prints job names and paths as users gave them, which may be no UTF-8
         return subprocess.run(list(command), env={**os.environ, **self.environ()},
-                              capture_output=True, text=True, check=False, timeout=60)
+                              capture_output=True, text=True, errors="replace", check=False,
+                              timeout=60)
 
 
 def _die_with_parent() -> None:
