@@ -73,7 +73,7 @@ def open_regular(
 ) -> BinaryIO:
     """`path` opened for binary reading; `error` naming the file when it is no regular file.
 
-    A symlink loop or a dangling symlink is `error` too. As with open(), a folder is
+    A symlink loop, a dangling symlink or a socket is `error` too. As with open(), a folder is
     IsADirectoryError, and other OSErrors (a missing file, no permission) propagate unchanged.
     """
     name = os.fspath(path)
@@ -82,6 +82,9 @@ def open_regular(
     except OSError as exc:
         if exc.errno == errno.ELOOP or (exc.errno == errno.ENOENT and os.path.islink(name)):
             raise error(describe_os_error(name, exc)) from exc
+        if exc.errno == errno.ENXIO:  # a socket cannot be opened at all: say what it is
+            raise error(f"{name!r} is {kind_of(os.stat(name).st_mode)}, not a regular "
+                        "file") from exc
         raise
     try:
         mode = os.fstat(fd).st_mode
@@ -127,8 +130,21 @@ def read_text(
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise error(f"{os.fspath(path)!r} is not UTF-8 text ({exc.reason} at byte "
-                    f"{exc.start})") from None
+        raise error(f"{os.fspath(path)!r} is not UTF-8 text (byte {exc.start} is "
+                    f"{data[exc.start]:#04x})") from None
+
+
+def read_tail(
+    path: str | os.PathLike[str], limit: int, error: type[TorchstackError] = FileKindError
+) -> str:
+    """The UTF-8 text of a regular file's last `limit` bytes (all of it when smaller), bad
+    bytes replaced: for logs that grow, whose end says what happened."""
+    with open_regular(path, error) as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size > limit:
+            handle.seek(size - limit)
+        data = handle.read(limit)  # a log still being written may have grown since
+    return data.decode("utf-8", "replace")
 
 
 def read_member(

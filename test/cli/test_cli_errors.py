@@ -248,16 +248,16 @@ class TestBrokenWheels:
         [
             # a corrupt deflate stream in libc10.so (zlib refuses it)
             ("torch-cpu-cxx11", "torch/lib/libc10.so", zero_member,
-             "cannot read member 'torch/lib/libc10.so': Error -3"),
+             "member 'torch/lib/libc10.so' cannot be read: Error -3"),
             # a flipped byte in a stored libc10.so (CRC mismatch)
             ("torch-cpu-cxx11", "torch/lib/libc10.so", flip_stored_byte,
-             "cannot read member 'torch/lib/libc10.so': Bad CRC-32"),
+             "member 'torch/lib/libc10.so' cannot be read: Bad CRC-32"),
             # a consumer's extension module, deflated and corrupt
             ("vision-cxx11", "fakevision/_C.so", zero_member,
-             "cannot read member 'fakevision/_C.so'"),
+             "member 'fakevision/_C.so' cannot be read"),
             # the torch version.py itself
             ("torch-cpu-cxx11", "torch/version.py", zero_member,
-             "cannot read member 'torch/version.py'"),
+             "member 'torch/version.py' cannot be read"),
         ],
         ids=["libc10-deflate", "libc10-crc", "consumer-deflate", "version-py"],
     )

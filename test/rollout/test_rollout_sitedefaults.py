@@ -111,7 +111,7 @@ class TestSpecialFiles:
     def test_not_utf8(self, tmp_path: Path) -> None:
         folder = tree(tmp_path)
         (folder / ".modulerc.lua").write_bytes(b'hide_version("PyTorch/\xe9")\n')
-        with pytest.raises(RolloutError, match=r"not UTF-8 text \(byte 22\)"):
+        with pytest.raises(RolloutError, match=r"not UTF-8 text \(byte 22 is 0xe9\)"):
             write_defaults(tmp_path, [Default(f"PyTorch/{SOURCE}")])
 
 

@@ -21,19 +21,20 @@ is at the end.
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import re
 import shlex
 import shutil
-import stat
 import subprocess
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from torchstack import _files
+from torchstack._files import MAX_EASYCONFIG, read_text
 from torchstack.errors import TorchstackError
 
 log = logging.getLogger(__name__)
@@ -153,15 +154,26 @@ def submit_command(easystack: str | Path, easyconfigs: Sequence[str],
 
 
 def easystack_entries(easystack: Path) -> list[str]:
-    """The easyconfig files of an easystack, in order, read with EasyBuild's own parser."""
+    """The easyconfig files of an easystack, in order, read with EasyBuild's own parser.
+
+    EasyBuild's parser opens the path itself and would wait on a FIFO or read /dev/zero for
+    ever: it gets a private copy of the text, read bounded from a regular file."""
     from easybuild.framework.easystack import parse_easystack
     from easybuild.tools.build_log import EasyBuildError
 
     try:
-        parsed = parse_easystack(str(easystack))
-    except (EasyBuildError, OSError) as exc:
+        text = read_text(easystack, MAX_EASYCONFIG, JobsError)
+    except OSError as exc:
         raise JobsError(f"{str(easystack)!r} is not a readable easystack: "
-                        f"{getattr(exc, 'msg', exc)}") from exc
+                        f"{exc.strerror or exc}") from exc
+    with tempfile.TemporaryDirectory(prefix="torchstack-easystack-") as private:
+        copy = Path(private) / easystack.name
+        copy.write_text(text, encoding="utf-8")
+        try:
+            parsed = parse_easystack(str(copy))
+        except EasyBuildError as exc:
+            why = str(getattr(exc, "msg", exc)).replace(str(copy), str(easystack))
+            raise JobsError(f"{str(easystack)!r} is not a readable easystack: {why}") from exc
     return [str(path) for path, _options in parsed.ec_opt_tuples]
 
 
@@ -290,38 +302,14 @@ def _submission(folder: Path, notes: list[str]) -> list[tuple[str, str, str]]:
 
 
 def read_tail(path: Path, limit: int = MAX_READ_BYTES) -> str:
-    """The text of a regular file, its last `limit` bytes when it is larger. `UnreadableFile`
-    for anything else: the type is checked before the file is opened (without blocking) and
-    again on the open file, so that neither a FIFO nor a device is ever read."""
+    """The text of a job's output, its last `limit` bytes when it is larger; `UnreadableFile`
+    for anything but a regular file (a FIFO or a device is never read)."""
     try:
-        if not stat.S_ISREG(mode := os.stat(path).st_mode):
-            raise UnreadableFile(f"{str(path)!r} is {_kind(mode)}, not a regular file")
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-    except OSError as exc:
-        why = {errno.ELOOP: "is a symlink loop", errno.ENOENT: "is a dangling symlink"}.get(
-            exc.errno or 0, f"cannot be read: {exc.strerror or exc}")
-        raise UnreadableFile(f"{str(path)!r} {why}") from exc
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise UnreadableFile(f"{str(path)!r} is {_kind(info.st_mode)}, not a regular file")
-        if info.st_size > limit:
-            os.lseek(fd, info.st_size - limit, os.SEEK_SET)
-        data = b""
-        while len(data) < limit and (chunk := os.read(fd, limit - len(data))):
-            data += chunk
+        return _files.read_tail(path, limit, UnreadableFile)
+    except IsADirectoryError:
+        raise UnreadableFile(f"{str(path)!r} is a folder, not a regular file") from None
     except OSError as exc:
         raise UnreadableFile(f"{str(path)!r} cannot be read: {exc.strerror or exc}") from exc
-    finally:
-        os.close(fd)
-    return data.decode("utf-8", errors="replace")
-
-
-def _kind(mode: int) -> str:
-    kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"),
-             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-             (stat.S_ISSOCK, "a socket"))
-    return next((name for test, name in kinds if test(mode)), "not a regular file")
 
 
 def _outputs(folder: Path) -> dict[tuple[str, str], Path]:

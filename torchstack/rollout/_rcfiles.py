@@ -18,7 +18,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from torchstack._files import read_regular
+from torchstack._files import read_text
 from torchstack.rollout.plan import RolloutError
 
 RC_FILES = {"lua": ".modulerc.lua", "tcl": ".modulerc"}
@@ -52,13 +52,9 @@ def read_rc(path: Path) -> RcText:
     if not os.path.lexists(path):
         return RcText(path, False, (), ())
     try:
-        data = read_regular(path, RcFileError, limit=MAX_RC_BYTES)
+        text = read_text(path, MAX_RC_BYTES, RcFileError)
     except OSError as exc:
         raise RcFileError(f"cannot read {str(path)!r}: {exc.strerror or exc}") from exc
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise RcFileError(f"{str(path)!r} is not UTF-8 text (byte {exc.start})") from exc
     kept, pairs = _split(text)
     return RcText(path, True, tuple(kept), tuple(pairs))
 

@@ -16,11 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from torchstack._files import read_regular
+from torchstack._files import MAX_EASYCONFIG, read_text
 from torchstack.errors import TorchstackError
 from torchstack.generator import _ebconfig
-
-MAX_EASYCONFIG_BYTES = 8 << 20  # upstream's largest easyconfigs, PyTorch's, are about 30 kB
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +91,7 @@ def switched(recipe: Recipe, versionsuffix: str,
                 ec.dump(str(target))
             except _ebconfig.EasyBuildError as exc:
                 raise RecipeError(f"EasyBuild cannot write {filename}: {exc.msg}") from exc
-            return filename, target.read_text(encoding="utf-8")
+            return filename, read_text(target, MAX_EASYCONFIG, RecipeError)
 
 
 def _switch(entry: Any, replace: Mapping[str, Dependency]) -> None:
@@ -141,14 +139,9 @@ def read_easyconfig(path: Path) -> str:
     """An easyconfig's text, read bounded and only from a regular file (EasyBuild itself
     would wait on a FIFO and read a link to /dev/zero for ever); UTF-8, as EasyBuild wants."""
     try:
-        data = read_regular(path, RecipeError, limit=MAX_EASYCONFIG_BYTES)
+        return read_text(path, MAX_EASYCONFIG, RecipeError)
     except OSError as exc:
         raise RecipeError(f"cannot read {str(path)!r}: {exc.strerror or exc}") from exc
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise RecipeError(f"{str(path)!r} is not UTF-8 text (byte {exc.start} is "
-                          f"{data[exc.start]:#04x})") from exc
 
 
 def _load(path: Path) -> Any:

@@ -11,8 +11,12 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
+from torchstack._files import read_text
+
 SCRIPTS = {"activate": "sh", "activate.csh": "csh", "activate.fish": "fish"}
 _SLOT = "\x00"  # where the shell puts its list of missing modules
+# Python's own activate scripts are 1-9 kB: anything much larger was put there by someone else
+MAX_SCRIPT = 1 << 20
 _MARK = "# torchstack: warn when the modules this venv was made on are not loaded"
 
 
@@ -96,6 +100,6 @@ def install(bin_dir: Path, venv: Path, modules: list[str]) -> dict[Path, str]:
     for name, shell in SCRIPTS.items():
         path = bin_dir / name
         if path.is_file():
-            old = path.read_text(encoding="utf-8")
+            old = read_text(path, MAX_SCRIPT)
             texts[path] = old if _MARK in old else old + snippet(shell, venv, modules)
     return texts
