@@ -22,8 +22,11 @@ class ModuleFileError(TorchstackError):
 
 
 def torch_module(dependencies: Iterable[Mapping[str, object]]) -> str | None:
-    """The full module name of the PyTorch dependency among EasyBuild's dependency dicts."""
-    names = [str(d["full_mod_name"]) for d in dependencies if d.get("name") == "PyTorch"]
+    """The module name of the PyTorch dependency among EasyBuild's dependency dicts, as the
+    module file loads it and Lmod knows it: the short name (`PyTorch/2.6.0` of HierarchicalMNS's
+    `Core/PyTorch/2.6.0`; the same as the full name in a flat scheme)."""
+    names = [str(d.get("short_mod_name") or d["full_mod_name"])
+             for d in dependencies if d.get("name") == "PyTorch"]
     return names[0] if names else None
 
 

@@ -87,6 +87,13 @@ class ModuleTree:
     undecided: Mapping[str, str]  # folder name -> why its default cannot be known
     aliases: Mapping[str, str] = field(default_factory=dict)  # alias -> what it names
     problems: tuple[tuple[str, str], ...] = ()  # (folder, why) of those that cannot be listed
+    marks: frozenset[str] = frozenset()  # marked defaults besides `defaults` (merged trees)
+
+    def marked(self) -> frozenset[str]:
+        """The full names of the modules marked as their folder's default."""
+        named = (value if value.startswith(f"{folder}/") else f"{folder}/{value}"
+                 for folder, value in self.defaults.items())
+        return self.marks | frozenset(name for name in named if name in self.modules)
 
     def resolve(self, written: str) -> Resolved:
         """The module Lmod loads for `written` (`load("...")`), or why it cannot be told."""
@@ -139,7 +146,8 @@ class ModuleTree:
 
     def _marked(self, sn: str, full: str) -> bool:
         value = self.defaults.get(full.rpartition("/")[0])
-        return value is not None and value in (full, full.rpartition("/")[2])
+        return full in self.marks or (value is not None
+                                      and value in (full, full.rpartition("/")[2]))
 
     @staticmethod
     def _hidden(sn: str, full: str) -> bool:

@@ -1,7 +1,11 @@
 """Every module of an EasyBuild install path with its torch fingerprint, and what a swap breaks.
 
-An install path holds module files in `modules/all/<Name>/<version>[.lua]` and installations
-in `software/<Name>/<version>/`. A module's fingerprint is the one its installation recorded
+An install path holds module files in `modules/all` and installations in `software`. A
+module's installation is the `root` its module file names (EasyBuild writes it into every
+module file it generates), else `software/<full name>` (`PyTorch/2.6.0` in `software/PyTorch/
+2.6.0`, the layout of EasyBuild's flat naming scheme); the file decides, since a hierarchical
+scheme puts `modules/all/Core/PyTorch/2.6.0` beside `software/PyTorch/2.6.0`. A module's
+fingerprint is the one its installation recorded
 (`easybuild/torchstack-fingerprint.json`), else one read from the installation on the fly
 (its torch if it has one, else its most strongly linked consumer, as the easyblocks record
 it). A module whose installation holds nothing torch-related (or no Python at all) has no
@@ -12,7 +16,11 @@ symlink loop walked once, editor backups and torchstack's own staging files skip
 The PyTorch module a consumer runs on is the nearest provider among the modules it loads,
 followed breadth-first through their module files (torchdata -> torchvision -> PyTorch).
 A load names the module Lmod would load for it: a full name, an alias, a symbolic version,
-or a default (marked, else the highest version). A consumer fingerprinted on the fly that
+or a default (marked, else the highest version), under the MODULEPATH that the loading module
+is loaded under (`modulepaths`: in a hierarchical tree its own level and the levels above it
+that its toolchain modules add; `modules/all` alone in a flat one). A consumer that reaches
+different PyTorch modules under the different MODULEPATHs it can be loaded under has no one
+PyTorch: it is not checked either. A consumer fingerprinted on the fly that
 links libtorch's C++ API without naming a torch release is taken as built on the PyTorch it
 runs on (`compat.assume_built_against`).
 
@@ -34,7 +42,6 @@ import logging
 import os
 import stat
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -44,8 +51,9 @@ from torchstack._files import FileKindError
 from torchstack.distributions import DistributionError, site_packages_of
 from torchstack.errors import TorchstackError
 from torchstack.fingerprint import Fingerprint, installation_fingerprints
-from torchstack.guards.moduleloads import module_dependencies
-from torchstack.guards.moduletree import ModuleTree, Resolved, TreeError, read_tree
+from torchstack.guards.moduleloads import ModuleFacts, module_facts
+from torchstack.guards.modulepaths import Hierarchy, Modulepath, read_hierarchy
+from torchstack.guards.moduletree import Resolved, TreeError, read_tree
 from torchstack.guards.protocol import FINGERPRINT_FILE
 from torchstack.guards.record import Source, fingerprint_of, read_fingerprint, write_fingerprint
 from torchstack.guards.sitepackage import MAX_FINGERPRINT_BYTES
@@ -212,19 +220,30 @@ def scan_installpath(installpath: str | Path) -> Scan:
         tree = read_tree(modules_all)
     except TreeError as exc:
         raise ScanError(str(exc)) from exc
-    found = [read_module(root, name, path) for name, path in tree.modules.items()]
-    return Scan(root, _link_providers(found, tree), tree.problems)
+    facts = {name: _facts(path) for name, path in tree.modules.items()}
+    hierarchy = read_hierarchy(tree, {n: f for n, f in facts.items() if isinstance(f, ModuleFacts)})
+    found = [read_module(root, name, path, facts[name]) for name, path in tree.modules.items()]
+    return Scan(root, _link_providers(found, hierarchy), tree.problems)
 
 
-def read_module(root: Path, name: str, module_file: Path) -> InstalledModule:
-    """One module: its loads and its fingerprint, recorded or read from software/<name>;
-    an installation that cannot be read makes the module unknown, with the reason."""
-    software = root / "software" / name
+def _facts(module_file: Path) -> ModuleFacts | str:
+    """What a module file says, or why it cannot be read."""
     try:
-        dependencies = module_dependencies(module_file)
+        return module_facts(module_file)
     except (OSError, FileKindError) as exc:
-        why = f"cannot read its module file {str(module_file)!r}: {_reason(exc)}"
-        return InstalledModule(name, module_file, software, (), None, None, None, why, True)
+        return f"cannot read its module file {str(module_file)!r}: {_reason(exc)}"
+
+
+def read_module(root: Path, name: str, module_file: Path,
+                facts: ModuleFacts | str | None = None) -> InstalledModule:
+    """One module: its loads and its fingerprint, recorded or read from its installation;
+    an installation that cannot be read makes the module unknown, with the reason."""
+    facts = _facts(module_file) if facts is None else facts
+    if isinstance(facts, str):
+        software = root / "software" / name
+        return InstalledModule(name, module_file, software, (), None, None, None, facts, True)
+    software = installation_of(root, name, facts.root)
+    dependencies = facts.loads
     try:
         fingerprint, source = fingerprint_installation(software)
     except Unreadable as exc:
@@ -233,6 +252,19 @@ def read_module(root: Path, name: str, module_file: Path) -> InstalledModule:
     log.debug("%s: %s fingerprint %s", name, source or "no",
               fingerprint.abi_tag if fingerprint else "-")
     return InstalledModule(name, module_file, software, dependencies, fingerprint, source)
+
+
+def installation_of(root: Path, name: str, written: str | None) -> Path:
+    """The installation of module `name`: the absolute `root` its module file names, else
+    `software/<name>`; where that root is gone but `software/<name>` is there (an install path
+    moved after EasyBuild wrote absolute roots), the latter."""
+    mapped = root / "software" / name
+    if written is None or not os.path.isabs(written):
+        return mapped
+    if os.path.lexists(written) or not os.path.lexists(mapped):
+        return Path(written)
+    log.debug("%s: its root %s is gone, %s is there", name, written, mapped)
+    return mapped
 
 
 def fingerprint_installation(software: Path) -> tuple[Fingerprint | None, Source | None]:
@@ -312,22 +344,21 @@ def _kind(mode: int) -> str:
     return next((name for test, name in kinds if test(mode)), "a device")
 
 
-def _link_providers(modules: list[InstalledModule], tree: ModuleTree
+def _link_providers(modules: list[InstalledModule], hierarchy: Hierarchy
                     ) -> tuple[InstalledModule, ...]:
     """Each consumer with the provider module it runs on (its C++ release assumed if unknown),
     or why that cannot be told."""
     by_name = {m.name: m for m in modules}
-    return tuple(_with_provider(m, by_name, tree.resolve) for m in modules)
+    return tuple(_with_provider(m, by_name, hierarchy) for m in modules)
 
 
 def _with_provider(
-    module: InstalledModule, by_name: dict[str, InstalledModule],
-    resolve: Callable[[str], Resolved],
+    module: InstalledModule, by_name: dict[str, InstalledModule], hierarchy: Hierarchy,
 ) -> InstalledModule:
     own = module.fingerprint
     if module.unreadable is None and (own is None or own.role != "consumer"):
         return module
-    provider, doubts = _nearest_provider(module, by_name, resolve)
+    provider, doubts = _provider_under_each(module, by_name, hierarchy)
     if provider is None or provider.fingerprint is None:
         why = "; ".join(doubts) if doubts else (
             "it loads no PyTorch module: it runs on whichever one is loaded")
@@ -342,18 +373,39 @@ def _with_provider(
     return replace(module, runs_on=provider.name, fingerprint=own)
 
 
-def _nearest_provider(
-    start: InstalledModule, by_name: dict[str, InstalledModule],
-    resolve: Callable[[str], Resolved],
+def _provider_under_each(
+    start: InstalledModule, by_name: dict[str, InstalledModule], hierarchy: Hierarchy,
 ) -> tuple[InstalledModule | None, list[str]]:
-    """Breadth-first through the loads of `start`: the first provider module reached, and
-    what stood in the way of a full walk (loads that name nothing, unreadable module files)."""
+    """The nearest provider of `start` under each MODULEPATH it can be loaded under; one
+    that differs between them is a doubt, not a provider."""
+    found = {path: _nearest_provider(start, by_name, hierarchy, path)
+             for path in hierarchy.modulepaths(start.name)}
+    names = sorted({p.name if p is not None else "none" for p, _ in found.values()})
+    if len(names) > 1:
+        ways = "; ".join(f"under MODULEPATH {_shown(path)} on "
+                         f"{p.name if p is not None else 'none'}"
+                         for path, (p, _) in found.items())
+        return None, [f"it runs on {' or '.join(names)} by the toolchain modules loaded "
+                      f"before it ({ways})"]
+    return next(iter(found.values()))
+
+
+def _shown(path: Modulepath) -> str:
+    return ":".join(level or "modules/all" for level in path)
+
+
+def _nearest_provider(
+    start: InstalledModule, by_name: dict[str, InstalledModule], hierarchy: Hierarchy,
+    modulepath: Modulepath,
+) -> tuple[InstalledModule | None, list[str]]:
+    """Breadth-first through the loads of `start` loaded under `modulepath`: the first
+    provider module reached, and what stood in the way of a full walk (loads that name
+    nothing, unreadable module files)."""
     seen = {start.name}
     doubts: list[str] = []
-    queue = deque((start, written) for written in start.dependencies)
+    queue = deque(_loads_under(start, hierarchy, modulepath))
     while queue:
-        loader, written = queue.popleft()
-        found = resolve(written)
+        loader, written, found, path = queue.popleft()
         module = by_name.get(found.module) if found.module is not None else None
         if module is None:
             doubts.append(f"{loader.name} loads {found.doubt or repr(written)}")
@@ -366,8 +418,22 @@ def _nearest_provider(
             return module, doubts
         if module.loads_unknown:
             doubts.append(f"{module.name}: {module.unreadable}")
-        queue.extend((module, name) for name in module.dependencies)
+        queue.extend(_loads_under(module, hierarchy, path))
     return None, doubts
+
+
+def _loads_under(
+    module: InstalledModule, hierarchy: Hierarchy, modulepath: Modulepath,
+) -> list[tuple[InstalledModule, str, Resolved, Modulepath]]:
+    """Each load of `module` with the module it names, under MODULEPATH as Lmod has it when
+    the load runs (what the loads before it added, in the order written)."""
+    found = []
+    for written in module.dependencies:
+        resolved = hierarchy.resolve(written, modulepath)
+        found.append((module, written, resolved, modulepath))
+        if resolved.module is not None:
+            modulepath = hierarchy.after_load(resolved.module, modulepath)
+    return found
 
 
 def record_scanned(scan: Scan) -> list[InstalledModule]:

@@ -32,7 +32,7 @@ def module_write_hook(self, filepath, module_txt, *args, **kwargs):
     if fingerprint is None:
         return None
     try:
-        return modulefile.guard_module_text(module_txt, fingerprint, self.full_mod_name,
+        return modulefile.guard_module_text(module_txt, fingerprint, self.short_mod_name,
                                             modulefile.torch_module(self.cfg.dependencies()),
                                             self.module_generator.SYNTAX)
     except TorchstackError as err:

@@ -301,7 +301,7 @@ def consumer_module_dep(block: EasyBlock, text: str, fingerprint: Fingerprint | 
     if fingerprint is None or fingerprint.role != "consumer" or torch_module is None:
         return text
     try:
-        return modulefile.guard_module_text(text, fingerprint, block.full_mod_name, torch_module,
+        return modulefile.guard_module_text(text, fingerprint, block.short_mod_name, torch_module,
                                             block.module_generator.SYNTAX)
     except TorchstackError as err:
         raise EasyBuildError("torchstack: %s", err) from err
@@ -311,7 +311,7 @@ def provider_module_extra(block: EasyBlock, fingerprint: Fingerprint | None) -> 
     """The provider half, for a module that installs torch itself; "" for any other."""
     if fingerprint is None or fingerprint.role != "provider":
         return ""
-    return modulefile.provider_block(fingerprint, block.full_mod_name,
+    return modulefile.provider_block(fingerprint, block.short_mod_name,
                                      block.module_generator.SYNTAX)
 
 
