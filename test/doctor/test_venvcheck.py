@@ -59,6 +59,19 @@ class TestVenvFindings:
         assert _codes(interpreter, LOADED) == [("info", "venv-constraints"),
                                                ("warning", "venv-constraints-unwired")]
 
+    def test_the_fix_is_a_line_pip_reads_back(self, tmp_path: Path) -> None:
+        """At a path with a space, the advised line names the constraints as a file: URL,
+        the form pip does not split; written as advised, the venv is wired."""
+        root = tmp_path / "my envs" / "v"
+        interpreter = _venv(root, json.dumps(RECORD))
+        [unwired] = [f for f in venv_findings(read_stack([]), interpreter, LOADED)
+                     if f.code == "venv-constraints-unwired"]
+        line = unwired.fix.split("'")[3]
+        assert line == f"constraint = {(root / 'torchstack-constraints.txt').as_uri()}"
+        assert "%20" in line
+        (root / "pip.conf").write_text(f"[install]\n{line}\n")
+        assert _codes(interpreter, LOADED) == [("info", "venv-constraints")]
+
     def test_pip_constraint_variable_replaces_the_file(self, tmp_path: Path) -> None:
         root = tmp_path / "v"
         wired = f"[install]\nconstraint = {root / 'torchstack-constraints.txt'}\n"

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from support.wheelbuild import build_wheel
 
-from torchstack.doctor.venvrecord import names_file
+from torchstack.doctor.venvrecord import names_file, pip_conf_value
 from torchstack.venv import VenvError
-from torchstack.venv.paths import check, pip_conf_value, shebang
+from torchstack.venv.paths import check, shebang
 from torchstack.venv.pins import pip_conf_text
 from torchstack.venv.scripts import ConsoleScript
 

@@ -26,6 +26,7 @@ from torchstack.doctor.venvrecord import (
     RECORD,
     VenvRecord,
     names_file,
+    pip_conf_value,
     read_record,
     wired_constraints,
 )
@@ -82,7 +83,8 @@ def _wiring(prefix: Path, environ: Mapping[str, str]) -> list[Finding]:
         findings.append(warning(
             "venv-constraints-unwired",
             f"{why}: pip install may replace the module's torch",
-            f"put '[install]' and 'constraint = {constraints}' in {prefix / PIP_CONF}"))
+            f"put '[install]' and 'constraint = {pip_conf_value(constraints)}' in "
+            f"{prefix / PIP_CONF}"))
     if "PIP_CONSTRAINT" in environ and not names_file(environ["PIP_CONSTRAINT"].split(),
                                                       constraints):
         findings.append(warning(

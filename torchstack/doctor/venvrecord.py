@@ -101,6 +101,15 @@ def names_file(paths: list[str], target: Path) -> bool:
     return any(os.path.realpath(_local_path(p)) == real for p in paths)
 
 
+def pip_conf_value(path: Path) -> str:
+    """`path` as a value of a pip.conf list option: pip splits such values at whitespace,
+    so a path with any is written as a file: URL (percent-encoded), which `-c` also takes."""
+    text = str(path)
+    if text.split() == [text]:
+        return text
+    return path.as_uri()
+
+
 def _local_path(value: str) -> str:
     """A constraint as pip opens it: a file: URL (percent-encoded, which is how a path
     with whitespace is written in pip.conf, where pip splits values at whitespace) or a

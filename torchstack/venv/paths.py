@@ -5,8 +5,8 @@ between double quotes in the activate scripts (`VIRTUAL_ENV="DIR"`, unescaped up
 3.11 at least), and `PATH="$VIRTUAL_ENV/bin:$PATH"` splits it at a colon; pip splits the
 values of list options in pip.conf (`constraint`) at whitespace; the kernel ends a `#!`
 interpreter at the first space. `check` refuses the characters that no written form
-survives, before anything is written; `pip_conf_value` and `shebang` write the rest in
-forms their readers take back as the one path.
+survives, before anything is written; `shebang` (and `doctor.venvrecord.pip_conf_value`)
+write the rest in forms their readers take back as the one path.
 """
 
 from __future__ import annotations
@@ -45,15 +45,6 @@ def _is_control(char: str) -> bool:
 
 def _describe(char: str) -> str:
     return _REFUSED.get(char) or f"a control character ({char!r})"
-
-
-def pip_conf_value(path: Path) -> str:
-    """`path` as a value of a pip.conf list option: pip splits such values at whitespace,
-    so a path with any is written as a file: URL (percent-encoded), which `-c` also takes."""
-    text = str(path)
-    if text.split() == [text]:
-        return text
-    return path.as_uri()
 
 
 def shebang(python: Path) -> str:

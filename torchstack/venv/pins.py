@@ -17,7 +17,7 @@ from packaging.version import InvalidVersion, Version
 from torchstack.distributions import normalize_name
 from torchstack.doctor.placement import Places
 from torchstack.doctor.stack import Stack
-from torchstack.venv.paths import pip_conf_value
+from torchstack.doctor.venvrecord import pip_conf_value
 
 log = logging.getLogger(__name__)
 
