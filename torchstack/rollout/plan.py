@@ -86,7 +86,7 @@ class Plan:
         pending = [s for s in self.steps if s.action in ("rebuild", "reinstall")]
         done: list[Step] = []
         while pending:
-            names = {s.module for s in pending}
+            names = {name for s in pending for name in _names(s)}
             free = [s for s in pending if not names & set(_loads(s))]
             if not free:
                 raise RolloutError("the consumers to build load each other in a cycle: "
@@ -97,8 +97,10 @@ class Plan:
 
     def replacements(self) -> dict[str, Dependency]:
         """Dependency full module name on FROM's side -> what it becomes on TO's side."""
-        found = {self.source.name: self.target_recipe.as_dependency()}
-        found.update({s.module: s.on_target for s in self.steps if s.on_target is not None})
+        found = {name: self.target_recipe.as_dependency()
+                 for name in (self.source.name, recipe_module(self.source_recipe))}
+        found.update({name: s.on_target for s in self.steps if s.on_target is not None
+                      for name in _names(s)})
         return found
 
     def to_json(self) -> dict[str, Any]:
@@ -130,7 +132,7 @@ def _unblocked(steps: list[Step]) -> tuple[Step, ...]:
     """Steps to build that load a blocked consumer are blocked too: built as they are, they
     would load that consumer's module on FROM, and FROM with it."""
     while True:
-        blocked = {s.module for s in steps if s.action == "blocked"}
+        blocked = {name for s in steps if s.action == "blocked" for name in _names(s)}
         stuck = [i for i, s in enumerate(steps)
                  if s.action in ("rebuild", "reinstall") and blocked & set(_loads(s))]
         if not stuck:
@@ -228,9 +230,9 @@ def _safe_installation(scan: Scan, consumer: InstalledModule, provider: Installe
                        wanted: str | None) -> tuple[str, str] | None:
     """(module, abi tag) of an installation of the consumer's release that runs on
     `provider`, judged by its recorded fingerprint; the planned name first."""
-    bare = consumer.name.partition("/")[0]
+    bare = software_name(consumer.name)
     candidates = sorted((m for m in scan.modules
-                         if m.name.partition("/")[0] == bare and m.name != consumer.name),
+                         if software_name(m.name) == bare and m.name != consumer.name),
                         key=lambda m: m.name != wanted)
     for module in candidates:
         found = module.fingerprint
@@ -246,6 +248,12 @@ def _safe_installation(scan: Scan, consumer: InstalledModule, provider: Installe
         if verdict.compatible:
             return module.name, found.abi_tag
     return None
+
+
+def software_name(module: str) -> str:
+    """The software of a module's full name: the folder its module file is in, at any level
+    of a hierarchical tree (`fakeops` of `fakeops/1.0` and of `Core/fakeops/1.0`)."""
+    return (module.rpartition("/")[0] or module).rpartition("/")[2]
 
 
 def same_version(left: str, right: str) -> bool:
@@ -267,6 +275,20 @@ def _dependency_on(scan: Scan, module: str, recipe: Recipe | None, suffix: str |
         return read_recipe(installed.software).as_dependency() if installed else None
     except RecipeError:
         return None
+
+
+def recipe_module(recipe: Recipe) -> str:
+    """The module name that EasyBuild's default naming scheme gives an easyconfig, as
+    `Recipe.dependencies` name their modules (`det_full_ec_version`): a hierarchical tree's
+    scan names it otherwise (`Core/PyTorch/2.6.0-whl` for `PyTorch/2.6.0-whl`)."""
+    name, version = recipe.toolchain
+    toolchain = "" if name.lower() == "system" else f"-{name}-{version}"
+    return f"{recipe.name}/{recipe.version}{toolchain}{recipe.versionsuffix}"
+
+
+def _names(step: Step) -> set[str]:
+    """The consumer's module name in the scan and in easyconfigs' dependencies."""
+    return {step.module, *([recipe_module(step.recipe)] if step.recipe is not None else [])}
 
 
 def _loads(step: Step) -> tuple[str, ...]:
