@@ -14,10 +14,11 @@ to MODULEPATH (`moduleloads.ModuleFacts`), and the module path of each module th
 to the deepest level that holds it.
 
 The MODULEPATH of a level: the level alone when no module of the tree adds it (a top);
-else, for each module that adds it, the MODULEPATH after that module is loaded under its own
-level's: its loads first (each with what it adds), then its own additions in front, as
-EasyBuild writes loads before `prepend_path("MODULEPATH", ...)`. A level added by several
-modules has several MODULEPATHs.
+else, for each module that adds it, itself or through its loads (GCC/13.2.0 loads
+GCCcore/13.2.0), the MODULEPATH after that module is loaded under its own level's: its loads
+first (each with what it adds), then its own additions in front, as EasyBuild writes loads
+before `prepend_path("MODULEPATH", ...)`. A level reached through several modules has several
+MODULEPATHs.
 
 Resolving a load under a MODULEPATH follows Lmod 8.6 (LocationT, `LMOD_TMOD_FIND_FIRST=no`):
 the trees of its module paths merged, a name found in several taken from the first that holds
@@ -101,15 +102,17 @@ class Hierarchy:
         return path
 
     def _reaching(self, level: str, seen: frozenset[str]) -> tuple[Modulepath, ...]:
-        adders = sorted(m for m, (first, last) in self.adds.items()
-                        if level in first or level in last)
-        if not adders or level in seen:
+        """The MODULEPATHs once a module that adds `level` is loaded, itself or through its
+        loads (GCC/13.2.0 loads GCCcore/13.2.0, which adds Compiler/GCCcore/13.2.0)."""
+        if level in seen or not any(level in (*a, *b) for a, b in self.adds.values()):
             return ((level,),)
         found: list[Modulepath] = []
-        for adder in adders:
+        for adder in sorted(self.adds):
+            if self.level_of(adder) == level:
+                continue
             for base in self._reaching(self.level_of(adder), seen | {level}):
                 path = self.after_load(adder, base)
-                if level in path and path not in found:
+                if level in path and level not in base and path not in found:
                     found.append(path)
         if len(found) > MAX_MODULEPATHS:
             log.warning("%s is reached through %d MODULEPATHs: %d checked", level or "modules/all",
@@ -160,6 +163,9 @@ def read_hierarchy(whole: ModuleTree, facts: Mapping[str, ModuleFacts]) -> Hiera
         wanted.add(CORE)
     levels: dict[str, ModuleTree] = {"": whole}
     for level in sorted(wanted - {""}):
+        if not (whole.root / level).is_dir():  # on MODULEPATH all the same, with nothing in it
+            log.debug("module path %s is no folder", whole.root / level)
+            continue
         try:
             levels[level] = read_tree(whole.root / level)
         except (OSError, TreeError) as exc:
@@ -185,6 +191,6 @@ def _below(root: Path, path: str) -> str | None:
                         (os.path.realpath(root), os.path.realpath(path))):
         if where == base:
             return ""
-        if where.startswith(base + os.sep) and os.path.isdir(where):
+        if where.startswith(base + os.sep):
             return where[len(base) + 1:]
     return None
