@@ -1,4 +1,5 @@
-"""Where the files that EasyBuild reads live: easyblocks, the hooks file, templates.
+"""Where the files that EasyBuild reads live: easyblocks, the hooks file, templates, the
+shipped easyconfigs.
 
 They are package data of torchstack, so they are found the same way after an editable and a
 non-editable install.
@@ -32,6 +33,11 @@ def easyblocks_path() -> Path:
 def templates_path() -> Path:
     """The folder of torchstack's Jinja2 easyconfig templates."""
     return _package_dir("torchstack.templates")
+
+
+def easyconfigs_path() -> Path:
+    """The easyconfigs tree shipped with torchstack, for `eb --robot=PATH`."""
+    return _package_dir("torchstack.easyconfigs")
 
 
 def hooks_path() -> Path:

@@ -50,6 +50,9 @@ def _subcommands() -> list[ModuleType]:
         classify,
         doctor,
         easyblocks_path,
+        easyconfigs,
+        easyconfigs_path,
+        envmodules_siteconfig,
         fingerprint,
         generate,
         hooks_path,
@@ -60,8 +63,9 @@ def _subcommands() -> list[ModuleType]:
         venv,
     )
 
-    return [fingerprint, check, classify, generate, catalog, easyblocks_path, hooks_path, scan,
-            rollout, lmod_sitepackage, doctor, jobs, venv]
+    return [fingerprint, check, classify, generate, catalog, easyconfigs, easyblocks_path,
+            hooks_path, easyconfigs_path, scan, rollout, lmod_sitepackage,
+            envmodules_siteconfig, doctor, jobs, venv]
 
 
 def build_parser() -> argparse.ArgumentParser:

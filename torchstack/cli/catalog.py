@@ -7,13 +7,11 @@ every answer (files, hashes, sizes, Requires-Dist) with its source URL and the d
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from pathlib import Path
 
 NAME = "catalog"
 HELP = "list or refresh the embedded catalog of index answers used by generate --offline"
+# The toolchains whose Pythons a release is recorded for: the catalog answers generation
+# offline for these (a toolchain of another Python finds no wheel in it).
 DEFAULT_TOOLCHAINS = ("foss/2026.1", "foss/2025b", "foss/2025a", "foss/2024a")
 
 
@@ -50,18 +48,11 @@ def execute(args: argparse.Namespace) -> int:
     if not releases:
         raise catalog.CatalogError(f"the catalog folder {folder} holds no release to refresh; "
                                    "name releases with --release")
+    from torchstack.generator import recording
+
     for release in releases:
-        print(f"torch {release}: recorded in {_refresh(args, release, folder)}")
+        written = recording.record(
+            release, folder, args.indexes, args.toolchains or DEFAULT_TOOLCHAINS,
+            args.robot_paths.split(":") if args.robot_paths else None)
+        print(f"torch {release}: recorded in {written}")
     return 0
-
-
-def _refresh(args: argparse.Namespace, release: str, folder: Path) -> str:
-    from torchstack.generator import plan
-    from torchstack.index import catalog, defaults
-
-    recorders = defaults.recording(args.indexes)
-    settings = plan.Settings(
-        release=release, toolchains=tuple(args.toolchains or DEFAULT_TOOLCHAINS),
-        robot_paths=tuple(args.robot_paths.split(":")) if args.robot_paths else None)
-    plan.generate(settings, recorders)
-    return str(catalog.save(release, recorders, folder))

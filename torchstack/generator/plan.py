@@ -72,6 +72,9 @@ class Settings:
     allow_download_hash: bool = False
     consumers: tuple[str, ...] = ()  # the site's torch consumers, as requirements (--with)
     walk_back: int = siteprojects.WALK_BACK  # releases of each consumer tried, newest first
+    # easystack names that carry the torch release (easystack-torch-2.15.0-foss-2025b-...):
+    # sets of several releases in one folder (the shipped easyconfigs tree)
+    release_in_easystack_names: bool = False
 
 
 @dataclass(frozen=True)
@@ -157,20 +160,33 @@ def generate(settings: Settings, indexes: Sequence[Index]) -> Generated:
 
 
 def newest_toolchain(settings: Settings, indexes: Sequence[Index],
-                     candidates: Sequence[str]) -> Generated:
-    """The set for the first of `candidates` (newest first) that it can be generated for."""
+                     candidates: Sequence[str], count: int = 1) -> Generated:
+    """The set for the first `count` of `candidates` (newest first) that it can be generated
+    for (fewer when fewer fit; GenerateError when none does)."""
     passed: list[str] = []
+    fit: list[tuple[str, Generated]] = []
     for spec in candidates:
         try:
-            result = generate(dataclasses.replace(settings, toolchains=(spec,)), indexes)
+            fit.append((spec, generate(dataclasses.replace(settings, toolchains=(spec,)),
+                                       indexes)))
         except GenerateError as exc:
             passed.append(f"{spec} ({exc})")
             continue
-        result.report[:0] = [f"toolchain {spec}: the newest of the robot path that fits torch "
-                             f"{settings.release}", *(f"passed over {p}" for p in passed)]
-        return result
-    raise GenerateError(f"no toolchain of {', '.join(candidates) or 'none'} fits torch "
-                        f"{settings.release}: " + "; ".join(passed))
+        if len(fit) == count:
+            break
+    if not fit:
+        raise GenerateError(f"no toolchain of {', '.join(candidates) or 'none'} fits torch "
+                            f"{settings.release}: " + "; ".join(passed))
+    specs = tuple(spec for spec, _ in fit)
+    if len(fit) == 1:
+        result = fit[0][1]
+        head = f"toolchain {specs[0]}: the newest of the robot path that fits"
+    else:  # one set of them all, so that the report and the files are those of one run
+        result = generate(dataclasses.replace(settings, toolchains=specs), indexes)
+        head = f"toolchains {', '.join(specs)}: the {len(specs)} newest of the robot path that fit"
+    result.report[:0] = [f"{head} torch {settings.release}",
+                         *(f"passed over {p}" for p in passed)]
+    return result
 
 
 def skipped_line(record: PlannedSet, why: str) -> str:
@@ -226,11 +242,20 @@ def _plan_stage(stage: str, variant_set: VariantSet, toolchain: toolchains.Toolc
     record.notes.extend(planned.notes)
     for arch in variant_set.architectures:
         names = [p.filename for p in planned.easyconfigs if arch in p.architectures]
-        stack = f"easystack-{toolchain.name}-{toolchain.version}-{variant_set.variant}-{arch}.yaml"
+        stack = easystack_name(toolchain, variant_set.variant, arch,
+                               settings.release if settings.release_in_easystack_names else None)
         result.easystacks[stack] = render.easystack(
             f"torch {variant_set.torch.version} for {toolchain.name}/{toolchain.version} "
             f"on {arch}", build_command(stack), names)
         record.easystacks[arch] = stack
+
+
+def easystack_name(toolchain: toolchains.Toolchain, variant: str, arch: str,
+                   release: str | None = None) -> str:
+    """easystack-foss-2025a-cu128-x86_64.yaml, or with the release:
+    easystack-torch-2.9.1-foss-2025a-cu128-x86_64.yaml."""
+    named = f"torch-{release}-" if release else ""
+    return f"easystack-{named}{toolchain.name}-{toolchain.version}-{variant}-{arch}.yaml"
 
 
 def build_command(easystack: str) -> str:

@@ -36,8 +36,8 @@ from torchstack.index.torchsymbols import TorchSymbols
 from torchstack.index.wheelelf import Prediction
 
 __all__ = ["ARCHITECTURES", "ReleaseError", "Request", "Resolved", "Resolver",
-           "Target", "VariantSet", "newest_release", "validate_version", "variant_from_pins",
-           "wheel_name_version"]
+           "Target", "VariantSet", "final_releases", "newest_release", "validate_version",
+           "variant_from_pins", "wheel_name_version"]
 
 log = logging.getLogger(__name__)
 
@@ -296,14 +296,21 @@ class Resolver:
 
 def newest_release(indexes: Sequence[Index]) -> str:
     """The newest final torch release that the first index listing torch has wheels of."""
+    return final_releases(indexes)[0]
+
+
+def final_releases(indexes: Sequence[Index]) -> list[str]:
+    """The final torch releases, newest first, that the first index listing torch has wheels
+    of; ReleaseError when no index lists one."""
     resolver = Resolver(indexes)
     for index in indexes:
         versions = {Version(wheel_name_version(f.filename)[1].public)
                     for f in resolver.files(index, "torch")}
-        final = [v for v in versions if not v.is_prerelease and not v.is_devrelease]
+        final = sorted((v for v in versions if not v.is_prerelease and not v.is_devrelease),
+                       reverse=True)
         if final:
-            log.debug("newest torch on %s: %s", index.location, max(final))
-            return str(max(final))
+            log.debug("newest torch on %s: %s", index.location, final[0])
+            return [str(v) for v in final]
     raise ReleaseError(resolver.not_listed_by("torch", indexes)
                        or f"no torch release on {', '.join(i.location for i in indexes)}")
 

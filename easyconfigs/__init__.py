@@ -1,0 +1,1 @@
+"""The easyconfigs torchstack ships, as package data: eb reads only the *.eb."""
