@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from torchstack.fingerprint import Fingerprint, TorchFacts, abi_tag
-from torchstack.guards import halves, lua, protocol, sitepackage, tcl
+from torchstack.guards import halves, lua, protocol, siteconfig, sitepackage, tcl
 from torchstack.guards.lua import lua_string
 from torchstack.guards.protocol import (
     CONSUMERS_VARIABLE,
@@ -29,6 +29,7 @@ TEMPLATES = {
     "sitepackage head": sitepackage.HEAD_TEMPLATE,
     "sitepackage reader": sitepackage.READER_TEMPLATE,
     "sitepackage body": sitepackage.BODY_TEMPLATE,
+    "siteconfig hook": siteconfig.HOOK_TEMPLATE,
 }
 # what a template must never spell out itself
 STALE = ("TORCHSTACK_", "torchstack-fingerprint", "easybuild/", "[^;]", "[^|]", '";"')
@@ -47,6 +48,7 @@ def _generated() -> dict[str, str]:
         "provider tcl": halves.provider_tcl(PROVIDER, "PyTorch/2.13.0"),
         "consumer tcl": halves.consumer_tcl(CONSUMER, "vision/0.1", "PyTorch/2.13.0"),
         "sitepackage": halves.sitepackage_lua(),
+        "siteconfig": halves.siteconfig_tcl(),
     }
 
 
@@ -60,7 +62,7 @@ class TestTemplates:
     def test_filled_with_other_names(self, name: str) -> None:
         # a protocol of other names and separators leaves nothing of the real one behind
         other = {key: f"<{key}>" for key in protocol.PLACEHOLDERS}
-        other.update(ENTRY_PATTERN="<ENTRY>", MAX_BYTES="1", MAX_DEPTH="1")
+        other.update(ENTRY_PATTERN="<ENTRY>", MAX_BYTES="1", MAX_DEPTH="1", ERROR_CODE="<E>")
         text = protocol.fill(TEMPLATES[name], other)
         assert not re.search(r"TORCHSTACK_|torchstack-fingerprint|@[A-Z_]+@", text)
 
@@ -112,6 +114,14 @@ class TestGenerated:
         assert f"local tag = os.getenv({lua_string(PROVIDER_VARIABLE)})" in text
         assert f"os.getenv({lua_string(MODULE_VARIABLE)})" in text
         assert f'entry:match("{lua.ENTRY_PATTERN}")' in text
+
+    def test_siteconfig(self) -> None:
+        text = _generated()["siteconfig"]
+        assert f'[split $::env({CONSUMERS_VARIABLE}) "{DELIMITER}"]' in text
+        assert f"regexp {{{tcl.ENTRY_PATTERN}}} $entry" in text
+        assert f"set tag $::env({PROVIDER_VARIABLE})" in text
+        assert f"{{set name $::env({MODULE_VARIABLE})}}" in text
+        assert "proc torchstack_fits" in text
 
 
 ENTRIES = [("vision/0.1", "stable", "torch-2.13.0-stable-cpu,>=2.13.0", "PyTorch/2.13.0"),

@@ -26,10 +26,14 @@ built with, so that a provider's refusal can say what to load instead. Evaluatio
 On refusal Lmod (Lua `LmodError`, Tcl `error`, which Lmod's Tcl reader turns into LmodError)
 aborts the whole command before it writes any change: the shell's environment, LOADEDMODULES
 and every TORCHSTACK_* variable stay as they were, and `module` returns non-zero; a refused
-Tcl module is never half loaded. Environment Modules 5 likewise refuses a modulefile that
-calls `error` while loading (not tested here: only Lmod is installed). Lmod also evaluates
-Tcl modulefiles in mode "load" for its dependency check and `module refresh`; there the Tcl
-halves re-check the finished environment, which the guards already kept safe.
+Tcl module is never half loaded. Lmod also evaluates Tcl modulefiles in mode "load" for its
+dependency check and `module refresh`; there the Tcl halves re-check the finished
+environment, which the guards already kept safe.
+
+Environment Modules 5 (modulecmd.tcl) rolls back a module whose evaluation raises `error`, and
+prints the message alone for the errorCode the Tcl halves give (`tcl.ERROR_CODE`). Its
+`module switch` and `module restore` go on after one refused module, though: the siteconfig.tcl
+hook of `torchstack.guards.siteconfig` makes them all or nothing (`siteconfig_tcl`).
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from torchstack.guards.protocol import (
     MODULE_VARIABLE,
     PROVIDER_VARIABLE,
 )
+from torchstack.guards.siteconfig import siteconfig_tcl
 from torchstack.guards.tcl import tcl_string
 
 # What Lmod's path handling would rewrite or split in an entry of CONSUMERS_VARIABLE
@@ -69,6 +74,7 @@ __all__ = [
     "provider_tcl",
     "registration",
     "requirement",
+    "siteconfig_tcl",
     "sitepackage_lua",
     "specifier_clauses",
     "tcl_string",

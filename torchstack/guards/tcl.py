@@ -99,6 +99,12 @@ proc torchstack_describe {payload} {
 }
 """
 
+# The errorCode of a refusal. Environment Modules (modulecmd.tcl 5.x) reports an `error` whose
+# errorCode is MODULES_ERR_GLOBAL as its message alone, as it does its own evaluation errors;
+# any other errorCode gets the modulefile's Tcl stack trace ("while executing ... invoked from
+# within") after the message. Lmod ignores the errorCode and aborts the command either way.
+ERROR_CODE = "MODULES_ERR_GLOBAL"
+
 PROVIDER_TEMPLATE = """\
 if {[module-info mode load] && [info exists env(@CONSUMERS_VARIABLE@)]} {
     set torchstack_refused {}
@@ -115,7 +121,7 @@ if {[module-info mode load] && [info exists env(@CONSUMERS_VARIABLE@)]} {
     }
     if {[llength $torchstack_refused]} {
         error "torchstack: cannot load $torchstack_name ($torchstack_tag); loaded modules\\
-            need another torch:\\n[join $torchstack_refused \\n]"
+            need another torch:\\n[join $torchstack_refused \\n]" {} @ERROR_CODE@
     }
 }
 setenv @PROVIDER_VARIABLE@ $torchstack_tag
@@ -132,7 +138,7 @@ if {[module-info mode load] && [info exists env(@PROVIDER_VARIABLE@)]} {
         error "torchstack: cannot load ${torchstack_name}: it needs\\
             [torchstack_describe $torchstack_payload] but $other ($torchstack_loaded) is\\
             loaded; load $torchstack_home instead (module swap $other $torchstack_home), or\\
-            unload $other first"
+            unload $other first" {} @ERROR_CODE@
     }
 }
 """
@@ -140,7 +146,7 @@ if {[module-info mode load] && [info exists env(@PROVIDER_VARIABLE@)]} {
 
 def fill(template: str) -> str:
     """A Tcl template with the guard protocol's names and the registration pattern filled in."""
-    return protocol.fill(template, {"ENTRY_PATTERN": ENTRY_PATTERN})
+    return protocol.fill(template, {"ENTRY_PATTERN": ENTRY_PATTERN, "ERROR_CODE": ERROR_CODE})
 
 
 EVALUATOR = fill(EVALUATOR_TEMPLATE)
