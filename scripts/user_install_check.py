@@ -33,7 +33,8 @@ from pathlib import Path
 
 PACKAGE = "torchstack"
 # Folders of the source tree mapped into the package (setup.cfg's package_dir).
-MAPPED = {"easyblocks": "torchstack/easyblocks", "templates": "torchstack/templates"}
+MAPPED = {"easyblocks": "torchstack/easyblocks", "templates": "torchstack/templates",
+          "easyconfigs": "torchstack/easyconfigs"}
 PYTHON = "Python/3.11.7"
 WHEEL_TORCH, SOURCE_TORCH = "PyTorch/2.13.0-whl", "PyTorch/2.13.0"
 TOY = "torchtoy/1.0-PyTorch-2.13.0-whl"
@@ -55,6 +56,10 @@ def expected_files(source: Path) -> set[str]:
         for path in (source / folder).iterdir():
             if path.suffix in (".py", ".j2") or path.name == "README.rst":
                 found.add(f"{target}/{path.name}")
+    # the shipped easyconfigs, whole: l/Name/*.eb and the easystacks beside them
+    tree = source / "easyconfigs"
+    found |= {f"{MAPPED['easyconfigs']}/{p.relative_to(tree).as_posix()}"
+              for p in [*tree.glob("*/*/*.eb"), *tree.glob("easystack-*.yaml")]}
     return {p for p in found if "__pycache__" not in p}
 
 

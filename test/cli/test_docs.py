@@ -22,7 +22,7 @@ DOCS = sorted([ROOT / "README.rst", ROOT / "bench" / "README.rst",
 
 # A repository path: one of the top-level folders, then a path (globs allowed), not part of a
 # longer word, URL or absolute path; or one of the top-level files.
-_TOP = r"(?:\.ci|bench|docs|easyblocks|scripts|templates|test|torchstack)/[\w.*/-]*"
+_TOP = r"(?:\.ci|bench|docs|easyblocks|easyconfigs|scripts|templates|test|torchstack)/[\w.*/-]*"
 _FILES = r"(?:README\.rst|setup\.cfg|setup\.py|pyproject\.toml)"
 _PATH = re.compile(rf"(?<![\w./$~-])(?:{_TOP}|{_FILES})(?![\w-])")
 # `torchstack SUBCOMMAND`, as a command (`python -m torchstack ...` included).

@@ -1,4 +1,5 @@
-"""easyblocks-path and hooks-path, in this checkout and after a non-editable install."""
+"""easyblocks-path, hooks-path and easyconfigs-path, in this checkout and after a non-editable
+install."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.mark.parametrize(
     ("command", "expected"),
-    [("easyblocks-path", REPO / "easyblocks"), ("hooks-path", REPO / "torchstack" / "install")],
-    ids=["easyblocks", "hooks"],
+    [("easyblocks-path", REPO / "easyblocks"), ("hooks-path", REPO / "torchstack" / "install"),
+     ("easyconfigs-path", REPO / "easyconfigs")],
+    ids=["easyblocks", "hooks", "easyconfigs"],
 )
 def test_paths_in_checkout(
     command: str, expected: Path, capsys: pytest.CaptureFixture[str]
@@ -50,3 +52,11 @@ def test_paths_after_non_editable_install(tmp_path: Path) -> None:
     assert run("hooks-path") == target / "torchstack" / "install" / "hooks.py"
     assert (run("hooks-path")).is_file()
     assert (target / "torchstack" / "templates" / "README.rst").is_file()
+    # the whole shipped tree, in its layout, for eb --robot
+    easyconfigs = run("easyconfigs-path")
+    assert easyconfigs == target / "torchstack" / "easyconfigs"
+    shipped = {p.relative_to(REPO / "easyconfigs") for p in (REPO / "easyconfigs").rglob("*")
+               if p.is_file() and "__pycache__" not in p.parts}
+    installed = {p.relative_to(easyconfigs) for p in easyconfigs.rglob("*")
+                 if p.is_file() and "__pycache__" not in p.parts}
+    assert shipped == installed and any(p.suffix == ".eb" for p in installed)
