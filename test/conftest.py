@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from support.cudastack import IN_PYTHON_MODULE, download_stack
 from support.ebenv import EasyBuildEnv, make_python_root, wheel_easyconfig
-from support.ebmodules import PYTORCH_CUDA, consumer_module, stage_wheels
+from support.ebmodules import PYTORCH_CUDA, WHEELS, beyond_module, consumer_module, stage_wheels
+from support.emenv import EnvModulesEnv
 from support.extension_src import build_extension_wheel
 from support.wheelbuild import build_wheel, sha256
 from support.wheelcache import REAL_WHEELS, cache_dir, cache_lock, download_wheel, install_tree
@@ -127,3 +128,57 @@ def torchvision_stable_module(eb_env: EasyBuildEnv, cuda_wheels_module: str,
     """torchvision 0.29.1 (stable ABI, CUDA 13) as a module on PyTorch 2.14.1."""
     wheel = real_wheel("torchvision-0.29.1")  # type: ignore[operator]
     return consumer_module(eb_env, wheel, "torchvision", "0.29.1", [PYTORCH_CUDA])
+
+
+# -- real EasyBuild and Environment Modules 5 ------------------------------------------------
+# The same stack as above, installed by eb with --modules-tool=EnvironmentModules
+# --module-syntax=Tcl into an install path of its own (modulecmd.tcl reads no Lua).
+
+
+@pytest.fixture(scope="session")
+def em_env(tmp_path_factory: pytest.TempPathFactory) -> EnvModulesEnv:
+    """One EasyBuild install path for Environment Modules, with a Tcl Python module."""
+    if not Path("/usr/share/modules/init/bash").exists():
+        pytest.fail("Environment Modules is not installed: run scripts/setup "
+                    "(apt-get install environment-modules)")
+    root = tmp_path_factory.mktemp("easybuild-em")
+    with cache_lock("pyroot"):
+        python_root = make_python_root(cache_dir())
+    return EnvModulesEnv(root, python_root).setup()
+
+
+def _em_torch(em_env: EnvModulesEnv, wheels: list[Path], version: str, suffix: str,
+              extra: str = "") -> str:
+    easyconfig = wheel_easyconfig(
+        em_env.root / f"PyTorch-{version}{suffix}.eb", "PyTorch", version,
+        stage_wheels(em_env, "PyTorch", wheels), versionsuffix=suffix, extra=extra)
+    result = em_env.eb(easyconfig)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    return f"PyTorch/{version}{suffix}"
+
+
+@pytest.fixture(scope="session")
+def em_torch(em_env: EnvModulesEnv, real_wheel: object,
+             cuda_stack: dict[str, Path]) -> dict[str, str]:
+    """PyTorch 2.13.0+cpu (twice: same abi tag) and 2.14.1 (CUDA 13 wheels) as Tcl modules."""
+    cpu = real_wheel("torch-2.13.0")  # type: ignore[operator]
+    cuda = [w for name, w in sorted(cuda_stack.items()) if name not in IN_PYTHON_MODULE]
+    return {"cpu": _em_torch(em_env, [cpu], "2.13.0", "-whl"),
+            "copy": _em_torch(em_env, [cpu], "2.13.0", "-copy-whl"),
+            "cuda": _em_torch(em_env, cuda, "2.14.1", "-CUDA-13.0-whl",
+                              "cuda_libs = 'wheels'\n")}
+
+
+@pytest.fixture(scope="session")
+def em_consumers(em_env: EnvModulesEnv, em_torch: dict[str, str], real_wheel: object,
+                 demo_ext_wheel: Path, toy_wheel: Path) -> dict[str, str]:
+    """Every consumer of the Lmod matrix as a Tcl module, by the keys of swapmatrix's calls."""
+    vision = real_wheel("torchvision-0.29.1")  # type: ignore[operator]
+    found = {"ext": consumer_module(em_env, demo_ext_wheel, "torchstack_demo_ext", "0.1"),
+             "toy": consumer_module(em_env, toy_wheel, "torchtoy", "1.0"),
+             "vision": consumer_module(em_env, vision, "torchvision", "0.29.1",
+                                       [PYTORCH_CUDA])}
+    for key, (wheel, name, version, modulename) in WHEELS.items():
+        found[key] = beyond_module(em_env, real_wheel(wheel),  # type: ignore[operator]
+                                   name, version, modulename)
+    return found

@@ -36,3 +36,24 @@ def consumer_module(
     result = eb_env.eb(easyconfig, *options)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     return f"{name}/{version}{suffix}"
+
+
+# key -> (REAL_WHEELS key, module name, version, what the sanity check imports): the
+# fbgemm wheel also ships a top-level `list_versions` package that needs click, so its
+# easyconfig names the module to import, as upstream easyconfigs do with `modulename`
+WHEELS = {"fbgemm": ("fbgemm_gpu_cpu-1.9.0", "fbgemm-gpu-cpu", "1.9.0", "fbgemm_gpu"),
+          "audio": ("torchaudio-2.11.1", "torchaudio", "2.11.1", None)}
+
+
+def beyond_module(eb_env: EasyBuildEnv, wheel: Path, name: str, version: str,
+                  modulename: str | None) -> str:
+    """One real consumer wheel as a module on PyTorch 2.14.1 (CUDA 13)."""
+    easyconfig = wheel_easyconfig(eb_env.root / f"{name}-{version}-whl.eb", name, version,
+                                  stage_wheels(eb_env, name, [wheel]), [PYTORCH_CUDA])
+    if modulename:
+        text = easyconfig.read_text().replace("'sources':", f"'modulename': {modulename!r}, "
+                                                           "'sources':", 1)
+        easyconfig.write_text(text)
+    result = eb_env.eb(easyconfig)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    return f"{name}/{version}-whl"

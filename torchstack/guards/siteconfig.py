@@ -37,7 +37,8 @@ HEAD = """\
 
 # Procedures run in modulecmd.tcl's own interpreter, so every name starts with torchstack_.
 HOOK_TEMPLATE = """\
-set torchstack_wrapped {reloadModuleListLoadPhase cmdModuleSwitch cmdModuleRestore reportError}
+set torchstack_wrapped {reloadModuleListLoadPhase cmdModuleSwitch cmdModuleRestore\
+    __reportError}
 set torchstack_missing {}
 foreach torchstack_proc $torchstack_wrapped {
     if {[info procs $torchstack_proc] eq {}} {lappend torchstack_missing $torchstack_proc}
@@ -114,10 +115,11 @@ proc torchstack_wrap_command {command} {
     }]
 }
 
-# inside a wrapped command, a torchstack refusal is kept for the abort instead of printed
+# inside a wrapped command, a torchstack refusal is kept for the abort instead of printed;
+# __reportError is the reporter that modulecmd.tcl renames to reportError once it reports
 proc torchstack_wrap_report {} {
-    rename reportError torchstack_reportError
-    proc reportError {message args} {
+    rename __reportError torchstack_reportError
+    proc __reportError {message args} {
         if {$::torchstack_depth > 0 && [string match "torchstack: *" $message]} {
             if {$::torchstack_refusal eq {}} {set ::torchstack_refusal $message}
             return
