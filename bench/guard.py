@@ -20,10 +20,15 @@ each round), after one discarded warm-up round that also checks what each load d
                  with $EPOCHREALTIME (no shell start, no init); a run counts its median load,
                  the min is the fastest single load
 
+The same is measured under Environment Modules 5 (Debian's modulecmd.tcl) on Tcl trees of the
+same shape as EasyBuild writes them for it (`conflict PyTorch`, `module load` of each
+dependency, halves.provider_tcl and halves.consumer_tcl), tree B also with torchstack's
+siteconfig.tcl hook in MODULES_SITECONFIG, as a site installs it.
+
 The target, guarded / unguarded medians at most 1.05, is reported for both but never
 enforced: the exit code is 0 unless a load fails (then 1).
 
-Usage: python3 bench/guard.py [--rounds N] [--json]
+Usage: python3 bench/guard.py [--rounds N] [--tool lmod|envmodules|both] [--json]
 (with --json, stdout is the JSON alone and the table goes to stderr)
 """
 
@@ -56,8 +61,10 @@ from torchstack.guards.protocol import (  # noqa: E402
     MODULE_VARIABLE,
     PROVIDER_VARIABLE,
 )
+from torchstack.guards.siteconfig import siteconfig_tcl  # noqa: E402
 
 LMOD_INIT = Path("/usr/share/lmod/lmod/init/bash")
+MODULES_INIT = Path("/usr/share/modules/init/bash")
 DEFAULT_ROUNDS = 21
 LOADS_PER_SHELL = 20
 TARGET_RATIO = 1.05  # guarded / unguarded, medians; reported, not enforced
@@ -166,6 +173,56 @@ def consumer_module(software: Path, guarded: bool) -> str:
     )
 
 
+def _tcl_module(prefix: Path, name: str, version: str, deps: tuple[str, ...],
+                site_packages: bool) -> str:
+    """A Tcl module as EasyBuild writes it for Environment Modules (no guard)."""
+    var = _eb_root(name)
+    lines = ["#%Module\n", f"module-whatis {{Description: {name} {version}}}\n\n",
+             f"set root {prefix}\n\n", f"conflict {name}\n\n"]
+    lines += [f"module load {dep}\n" for dep in deps]
+    lines += [f"\nprepend-path\t{v}\t\t{p}\n" for v, p in (
+        ("CMAKE_PREFIX_PATH", "$root"), ("LD_LIBRARY_PATH", "$root/lib"),
+        ("LIBRARY_PATH", "$root/lib"), ("PATH", "$root/bin"))]
+    lines += [f'setenv\tEBROOT{var}\t\t"$root"\n', f'setenv\tEBVERSION{var}\t\t"{version}"\n']
+    if site_packages:
+        lines.append("prepend-path\tPYTHONPATH\t\t$root/lib/python3.11/site-packages\n")
+    return "".join(lines) + f"# Built with EasyBuild version {EB_VERSION}\n"
+
+
+def tcl_texts(software: Path, guarded: bool) -> dict[str, str]:
+    """The three Tcl modules; the halves where torchstack.guards.modulefile places them."""
+    torch = _tcl_module(software / "PyTorch/2.13.0", "PyTorch", "2.13.0", (PYTHON_MODULE,), True)
+    vision = _tcl_module(software / "torchvision/0.29.1", "torchvision", "0.29.1",
+                         (PYTHON_MODULE, TORCH_MODULE), True)
+    if guarded:
+        torch += "\n" + halves.provider_tcl(PROVIDER, TORCH_MODULE)
+        load = f"module load {TORCH_MODULE}\n"
+        vision = vision.replace(load, halves.consumer_tcl(CONSUMER, CONSUMER_MODULE,
+                                                          TORCH_MODULE) + load)
+    python = _tcl_module(software / "Python/3.11.7", "Python", "3.11.7", (), False)
+    return {PYTHON_MODULE: python, TORCH_MODULE: torch, CONSUMER_MODULE: vision}
+
+
+def lua_texts(software: Path, guarded: bool) -> dict[str, str]:
+    return {PYTHON_MODULE: python_module(software), TORCH_MODULE: torch_module(software, guarded),
+            CONSUMER_MODULE: consumer_module(software, guarded)}
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A module tool: its init script, how module files are named, and how they read."""
+
+    key: str
+    name: str
+    init: Path
+    suffix: str
+    texts: Any  # (software, guarded) -> {module: text}
+
+
+TOOLS = {"lmod": Tool("lmod", "Lmod", LMOD_INIT, ".lua", lua_texts),
+         "envmodules": Tool("envmodules", "Environment Modules", MODULES_INIT, "", tcl_texts)}
+
+
 @dataclass(frozen=True)
 class Tree:
     key: str
@@ -173,21 +230,25 @@ class Tree:
     modulepath: Path
     guarded: bool
     sizes: dict[str, int]
+    tool: Tool = TOOLS["lmod"]
+    env: dict[str, str] = field(default_factory=dict)
 
 
-def write_tree(root: Path, software: Path, key: str, label: str, guarded: bool) -> Tree:
-    modulepath = root / key / "modules"
-    texts = {
-        PYTHON_MODULE: python_module(software),
-        TORCH_MODULE: torch_module(software, guarded),
-        CONSUMER_MODULE: consumer_module(software, guarded),
-    }
+def write_tree(root: Path, software: Path, key: str, label: str, guarded: bool,
+               tool: Tool = TOOLS["lmod"]) -> Tree:
+    modulepath = root / tool.key / key / "modules"
+    texts = tool.texts(software, guarded)
     for name, text in texts.items():
-        path = modulepath / f"{name}.lua"
+        path = modulepath / f"{name}{tool.suffix}"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
     sizes = {name: len(text.encode()) for name, text in texts.items()}
-    return Tree(key, label, modulepath, guarded, sizes)
+    env = {}
+    if guarded and tool.key == "envmodules":  # the siteconfig hook, as a site installs it
+        hook = root / tool.key / "siteconfig.tcl"
+        hook.write_text(siteconfig_tcl(), encoding="utf-8")
+        env["MODULES_SITECONFIG"] = str(hook)
+    return Tree(key, label, modulepath, guarded, sizes, tool, env)
 
 
 def make_software(software: Path) -> None:
@@ -209,9 +270,10 @@ class Result:
     stderr: str
 
 
-def run_bash(script: str, modulepath: Path, home: Path) -> Result:
+def run_bash(script: str, modulepath: Path, home: Path,
+             extra: dict[str, str] | None = None) -> Result:
     env = {"HOME": str(home), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8",
-           "MODULEPATH": str(modulepath)}
+           "MODULEPATH": str(modulepath), **(extra or {})}
     argv = ["bash", "--noprofile", "--norc", "-c", script]
     start = time.perf_counter()
     proc = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True,
@@ -225,14 +287,14 @@ def _failed(what: str, tree: Tree, result: Result) -> BenchError:
                       f"{result.returncode}:\n{(result.stdout + result.stderr)[-TAIL_CHARS:]}")
 
 
-def whole_command() -> str:
-    return f"source {shlex.quote(str(LMOD_INIT))}; module load {CONSUMER_MODULE}"
+def whole_command(init: Path = LMOD_INIT) -> str:
+    return f"source {shlex.quote(str(init))}; module load {CONSUMER_MODULE}"
 
 
-def in_shell_script(loads: int) -> str:
+def in_shell_script(loads: int, init: Path = LMOD_INIT) -> str:
     """`loads` x (load; purge) in one shell: each load's start and end, checked it loaded."""
     return "\n".join([
-        f"source {shlex.quote(str(LMOD_INIT))}",
+        f"source {shlex.quote(str(init))}",
         f"for ((i = 0; i < {loads}; i++)); do",
         "  t0=$EPOCHREALTIME",
         f"  module load {CONSUMER_MODULE} || exit 1",
@@ -256,7 +318,7 @@ def load_seconds(result: Result, loads: int) -> list[float]:
 
 
 CHECK = "\n".join([
-    f"source {shlex.quote(str(LMOD_INIT))}",
+    "source @INIT@",
     f"module load {CONSUMER_MODULE} || exit $?",
     'printf "%s\\n" "LOADEDMODULES=$LOADEDMODULES"',
     'printf "%s\\n" "EBROOTTORCHVISION=$EBROOTTORCHVISION"',
@@ -268,7 +330,8 @@ CHECK = "\n".join([
 
 def check_load(tree: Tree, home: Path) -> None:
     """One load, then what it left: all three modules, and the guard variables in B only."""
-    result = run_bash(CHECK, tree.modulepath, home)
+    result = run_bash(CHECK.replace("@INIT@", shlex.quote(str(tree.tool.init))), tree.modulepath,
+                      home, tree.env)
     if result.returncode != 0:
         raise _failed(f"module load {CONSUMER_MODULE}", tree, result)
     got = dict(line.split("=", 1) for line in result.stdout.splitlines() if "=" in line)
@@ -288,9 +351,9 @@ def check_load(tree: Tree, home: Path) -> None:
 
 
 def lmod_version(tree: Tree, home: Path) -> str:
-    result = run_bash(f"source {shlex.quote(str(LMOD_INIT))}; module --version",
+    result = run_bash(f"source {shlex.quote(str(tree.tool.init))}; module --version",
                       tree.modulepath, home)
-    found = re.search(r"Version\s+(\S+)", result.stdout + result.stderr)
+    found = re.search(r"(?:Version|Release)\s+(\S+)", result.stdout + result.stderr)
     return found.group(1) if found else "unknown"
 
 
@@ -321,10 +384,11 @@ def measure(trees: list[Tree], rounds: int, home: Path) -> tuple[list[Series], l
     for number in range(rounds + 1):
         order = trees if number % 2 == 0 else trees[::-1]
         for tree in order:
-            result = run_bash(whole_command(), tree.modulepath, home)
+            result = run_bash(whole_command(tree.tool.init), tree.modulepath, home, tree.env)
             if result.returncode != 0:
                 raise _failed(f"module load {CONSUMER_MODULE}", tree, result)
-            loop = run_bash(in_shell_script(LOADS_PER_SHELL), tree.modulepath, home)
+            loop = run_bash(in_shell_script(LOADS_PER_SHELL, tree.tool.init), tree.modulepath,
+                            home, tree.env)
             if loop.returncode != 0:
                 raise _failed(f"{LOADS_PER_SHELL} x (module load; module purge)", tree, loop)
             loads = load_seconds(loop, LOADS_PER_SHELL)
@@ -362,12 +426,13 @@ def figures(whole: list[Series], shell: list[Series], trees: list[Tree], rounds:
             version: str) -> dict[str, Any]:
     return {
         "rounds": rounds,
+        "tool": trees[0].tool.name,
         "lmod": version,
-        "lmod_init": str(LMOD_INIT),
+        "lmod_init": str(trees[0].tool.init),
         "load": CONSUMER_MODULE,
         "loads_per_shell": LOADS_PER_SHELL,
         "module_bytes": {t.key: t.sizes for t in trees},
-        "whole_command": {"command": f"bash -c {shlex.quote(whole_command())}",
+        "whole_command": {"command": f"bash -c {shlex.quote(whole_command(trees[0].tool.init))}",
                           **_comparison(whole)},
         "in_one_shell": _comparison(shell),
     }
@@ -379,7 +444,7 @@ def table(data: dict[str, Any]) -> str:
         f"{name} {data['module_bytes']['A'][name]} -> {data['module_bytes']['B'][name]}"
         for name in (TORCH_MODULE, CONSUMER_MODULE))
     lines = [
-        f"Lmod {data['lmod']}, {data['rounds']} rounds, module load {CONSUMER_MODULE} "
+        f"{data['tool']} {data['lmod']}, {data['rounds']} rounds, module load {CONSUMER_MODULE} "
         f"(-> {TORCH_MODULE} -> {PYTHON_MODULE})",
         f"module file bytes, unguarded -> guarded: {sizes}",
         "",
@@ -411,36 +476,51 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--rounds", type=positive, default=DEFAULT_ROUNDS,
                         help=f"measured rounds (default {DEFAULT_ROUNDS})")
+    parser.add_argument("--tool", choices=[*TOOLS, "both"], default="both",
+                        help="the module tool to measure (default both)")
     parser.add_argument("--json", action="store_true",
                         help="print the figures as JSON on stdout too (the table then goes to "
                              "stderr)")
     args = parser.parse_args(argv)
-    if not LMOD_INIT.is_file():
-        log(f"error: no Lmod init at {LMOD_INIT}")
+    tools = list(TOOLS.values()) if args.tool == "both" else [TOOLS[args.tool]]
+    missing = [f"no {tool.name} init at {tool.init}" for tool in tools if not tool.init.is_file()]
+    if missing:
+        log("error: " + "; ".join(missing))
         return 1
+    results = []
+    for tool in tools:
+        data = run_tool(tool, args.rounds)
+        if data is None:
+            return 1
+        results.append(data)
+        print(table(data) + "\n", file=sys.stderr if args.json else sys.stdout)
+    if args.json:
+        print(json.dumps(results[0] if len(results) == 1 else
+                         {d["tool"]: d for d in results}, indent=2))
+    return 0
+
+
+def run_tool(tool: Tool, rounds: int) -> dict[str, Any] | None:
+    """Both trees of one module tool, checked then measured; None when a load failed."""
     with tempfile.TemporaryDirectory(prefix="torchstack-bench-guard-") as tmp:
         root = Path(tmp)
         home = root / "home"
         home.mkdir()
         software = root / "software"
         make_software(software)
-        trees = [write_tree(root, software, "A", "unguarded", False),
-                 write_tree(root, software, "B", "guarded", True)]
+        trees = [write_tree(root, software, "A", "unguarded", False, tool),
+                 write_tree(root, software, "B", "guarded", True, tool)]
         try:
             for tree in trees:
                 check_load(tree, home)
-                log(f"tree {tree.key} ({tree.label}): {tree.modulepath}, load checked")
+                log(f"{tool.name} tree {tree.key} ({tree.label}): {tree.modulepath}, "
+                    "load checked")
             version = lmod_version(trees[0], home)
-            whole, shell = measure(trees, args.rounds, home)
+            whole, shell = measure(trees, rounds, home)
         except (BenchError, OSError, subprocess.TimeoutExpired) as exc:
             log(f"error: {exc}")
-            return 1
-    data = figures(whole, shell, trees, args.rounds, version)
-    print(table(data), file=sys.stderr if args.json else sys.stdout)
-    if args.json:
-        print(json.dumps(data, indent=2))
-    return 0
-
+            return None
+    return figures(whole, shell, trees, rounds, version)
 
 if __name__ == "__main__":
     sys.exit(main())
