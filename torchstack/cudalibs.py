@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
@@ -152,12 +153,22 @@ def _check_library(pin: Pin, library: Library, wanted: Version, provided: Provid
     return _series_problem(pin, who, f"{library.stem} {text}", wanted, _version(text, who))
 
 
-def _series_problem(pin: Pin, who: str, what: str, wanted: Version, have: Version) -> str | None:
-    """Same major (same minor for 0.x), not older than the pin in major.minor."""
-    same_series = have.major == wanted.major and (wanted.major != 0 or have.minor == wanted.minor)
-    if not same_series:
-        return f"torch pins {pin.requirement}; {who} provides {what}, another major"
+def series_problem(have: Version, wanted: Version) -> Literal["another series", "older"] | None:
+    """The CUDA series rule, for the easyblock and the generator alike: a library of version
+    `have` stands in for a pin on `wanted` when it is of the same major (the same minor too for
+    0.x: cuSPARSELt 0.7 and 0.8 are not interchangeable) and not older in major.minor."""
+    if have.major != wanted.major or (wanted.major == 0 and have.minor != wanted.minor):
+        return "another series"
     if have.release[:2] < wanted.release[:2]:
+        return "older"
+    return None
+
+
+def _series_problem(pin: Pin, who: str, what: str, wanted: Version, have: Version) -> str | None:
+    problem = series_problem(have, wanted)
+    if problem == "another series":
+        return f"torch pins {pin.requirement}; {who} provides {what}, another major"
+    if problem == "older":
         return f"torch pins {pin.requirement}; {who} provides {what}, older than the pin"
     return None
 

@@ -12,7 +12,7 @@ import contextlib
 import logging
 import os
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -284,7 +284,7 @@ def torch_requirement(dist: Distribution) -> Requirement | None:
 def scan_binaries(dist: Distribution) -> LinkEvidence:
     """The libtorch bindings of a distribution's shared objects, read from its files."""
     evidence = LinkEvidence()
-    for relpath in _shared_objects(dist):
+    for relpath in shared_objects(dist):
         if linkclass.is_bundled(relpath):
             evidence.add_bundled(relpath)
             continue
@@ -297,8 +297,9 @@ def scan_binaries(dist: Distribution) -> LinkEvidence:
     return evidence
 
 
-def _shared_objects(dist: Distribution) -> Iterator[str]:
-    return (p for p in dist.listing() if linkclass.is_shared_object(p) and dist.files.exists(p))
+def shared_objects(dist: Distribution) -> list[str]:
+    """Paths (relative to site-packages) of the distribution's shared objects."""
+    return [p for p in dist.listing() if symbols.is_shared_object(p) and dist.files.exists(p)]
 
 
 def _consumer_torch(

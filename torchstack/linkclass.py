@@ -19,7 +19,6 @@ which is regenerated from pytorch's own shim version list.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -32,14 +31,6 @@ from torchstack import symbols
 log = logging.getLogger(__name__)
 
 Link = Literal["cxx", "stable", "python"]
-_SHARED_OBJECT = re.compile(r"\.so(?:\.\d+)*$")
-
-
-def is_shared_object(relpath: str) -> bool:
-    """Whether a member or file path names a shared object (`x.so`, `libx.so.1.2`)."""
-    return bool(_SHARED_OBJECT.search(relpath))
-
-
 def is_bundled(relpath: str) -> bool:
     """auditwheel's vendored copies (`<project>.libs/`): only their names count."""
     return ".libs/" in relpath

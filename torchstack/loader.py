@@ -33,7 +33,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from torchstack import elf
+from torchstack import elf, symbols
 from torchstack._files import MAX_CONFIG, FileKindError, open_regular, read_text
 from torchstack.errors import TorchstackError
 
@@ -52,8 +52,6 @@ _MACHINES = {
 DRIVER_LIBRARY = re.compile(r"^lib(?:cuda|nvidia-[\w-]+|nvcuvid|nvidia-ml)\.so(?:\.\d+)*$")
 # $ORIGIN, ${ORIGIN}, ...; an unbraced token must end the entry or be followed by a slash.
 _TOKEN = re.compile(r"\$(?:\{(ORIGIN|LIB|PLATFORM)\}|(ORIGIN|LIB|PLATFORM)(?=/|$))")
-# libfoo.so, libfoo.so.1, libfoo.so.1.2.3, _C.cpython-311-x86_64-linux-gnu.so
-_SHARED_OBJECT_NAME = re.compile(r"\.so(\.\d+)*$")
 
 
 class LoaderError(TorchstackError):
@@ -355,7 +353,7 @@ def iter_shared_objects(root: str | os.PathLike[str]) -> Iterator[str]:
     for folder, dirnames, filenames in os.walk(root):
         dirnames.sort()
         for filename in sorted(filenames):
-            if not _SHARED_OBJECT_NAME.search(filename):
+            if not symbols.is_shared_object(filename):
                 continue  # before realpath: most files of a tree are not shared objects
             path = os.path.join(folder, filename)
             key = (os.path.realpath(path), os.path.abspath(folder))

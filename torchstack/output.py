@@ -344,14 +344,19 @@ def _describe(exc: OSError, shown: str, target: Path | None,
     return f"cannot write output folder {shown!r}: {text}"
 
 
-def replace_file(path: Path, text: str) -> None:
+def replace_file(path: Path, text: str, mode: int | None = None) -> None:
     """Write one file atomically: a temporary sibling, renamed over `path`. Readers see the
-    old or the new content, never half of it; an existing file keeps its mode (a new one
-    gets 0644)."""
-    try:
-        mode = stat.S_IMODE(os.stat(path).st_mode)
-    except FileNotFoundError:
-        mode = 0o644
+    old or the new content, never half of it. The file gets `mode`; without one an existing
+    file keeps its mode and a new one gets 0644.
+
+    torchstack's one atomic write of a single file (generated files, recorded fingerprints,
+    a venv's files); its staging name `.<name>.tmp-<8 hex>` is the one that readers of
+    module trees and rc-file folders know to skip."""
+    if mode is None:
+        try:
+            mode = stat.S_IMODE(os.stat(path).st_mode)
+        except FileNotFoundError:
+            mode = 0o644
     staging = path.with_name(f".{path.name}.tmp-{secrets.token_hex(4)}")
     try:
         with _deferred_interrupts():

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from torch_abi_audit.demangle import demangle_symbol
 
-from torchstack import elf, linkclass
+from torchstack import elf, symbols
 from torchstack.distributions import (
     Distribution,
     normalize_name,
@@ -135,7 +135,7 @@ def verify(provider: Distribution, needed: Iterable[str], label: str) -> SymbolC
 def _libraries(provider: Distribution) -> list[str]:
     """The provider's torch/lib shared objects, those that define most first."""
     found = [p for p in provider.listing() if p.startswith(_TORCH_LIB_DIR)
-             and p.count("/") == 2 and linkclass.is_shared_object(p)]
+             and p.count("/") == 2 and symbols.is_shared_object(p)]
     if not any(p == _TORCH_LIB_DIR + "libc10.so" for p in found):
         raise SymbolCheckError(f"{provider.files.label!r}: torch has no "
                                f"{_TORCH_LIB_DIR}libc10.so, so no symbol can be verified")

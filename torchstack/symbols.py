@@ -42,6 +42,8 @@ _STABLE_SHIM = re.compile(r"^(?:aoti_torch_|torch_)")
 # symbol resolves.
 _DISPATCHER = re.compile(r"N3c1010Dispatcher|N3c1017RegisterOperators|N5torch7Library|"
                          r"N5torch6detail16TorchLibraryInit")
+# libfoo.so, libfoo.so.1, libfoo.so.1.2.3, _C.cpython-311-x86_64-linux-gnu.so
+_SHARED_OBJECT = re.compile(r"\.so(?:\.\d+)*$")
 _CUDART = re.compile(r"^libcudart(?:[-.][0-9a-f]{8})?\.so\.(\d+)")
 # torch's own libraries (libc10_cuda.so, libtorch_cpu.so, libcaffe2_nvrtc.so), not those of
 # projects whose names start alike (torchcodec's libtorchcodec_core8.so, libtorchaudio.so)
@@ -102,6 +104,13 @@ def abi_of_libstdcxx(undefined: Iterable[str]) -> bool | None:
     if any(s.startswith(("_ZNSs", "_ZNKSs")) or "ERKSs" in s for s in names):
         return False
     return None
+
+
+def is_shared_object(path: str) -> bool:
+    """Whether a file name or path names a shared object: `x.so`, `libx.so.1.2`,
+    `_C.cpython-311-x86_64-linux-gnu.so`; not `libx.so.1.2.bak` or `libx.so.debug`. The one
+    name rule of the fingerprint, the wheel prediction, the loader and the doctor."""
+    return bool(_SHARED_OBJECT.search(path))
 
 
 def cuda_major_of(needed: Iterable[str]) -> int | None:

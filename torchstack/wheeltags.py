@@ -28,19 +28,6 @@ def supported_tags(python_version: tuple[int, int], arch: str) -> frozenset[tags
     )
 
 
-def misfit(filename: str, python_version: tuple[int, int], arch: str) -> str | None:
-    """Why `filename` cannot be installed for that Python and architecture, or None."""
-    try:
-        _, _, _, wheel_tags = parse_wheel_filename(filename.replace("%2B", "+").replace("%2b", "+"))
-    except InvalidWheelFilename as exc:
-        raise WheelTagError(f"{filename!r} is not a valid wheel filename: {exc}") from exc
-    if wheel_tags & supported_tags(python_version, arch):
-        return None
-    offered = ", ".join(sorted(str(t) for t in wheel_tags))
-    return (f"{filename} is for {offered}, not for Python "
-            f"{python_version[0]}.{python_version[1]} on {arch}")
-
-
 @functools.cache
 def target_tags(python_version: tuple[int, int], arch: str,
                 glibc: tuple[int, int]) -> frozenset[tags.Tag]:
@@ -60,17 +47,22 @@ def target_tags(python_version: tuple[int, int], arch: str,
     ])
 
 
-def target_misfit(filename: str, python_version: tuple[int, int], arch: str,
-                  glibc: tuple[int, int]) -> str | None:
-    """Why `filename` cannot be installed on that Python, arch and glibc, or None."""
+def misfit(filename: str, python_version: tuple[int, int], arch: str,
+           glibc: tuple[int, int] | None = None) -> str | None:
+    """Why `filename` cannot be installed for that Python and architecture, or None: on this
+    host (`supported_tags`), or with `glibc` on any Linux of `arch` (`target_tags`)."""
     try:
         _, _, _, wheel_tags = parse_wheel_filename(filename.replace("%2B", "+").replace("%2b", "+"))
     except InvalidWheelFilename as exc:
         raise WheelTagError(f"{filename!r} is not a valid wheel filename: {exc}") from exc
-    if wheel_tags & target_tags(python_version, arch, glibc):
+    accepted = (supported_tags(python_version, arch) if glibc is None
+                else target_tags(python_version, arch, glibc))
+    if wheel_tags & accepted:
         return None
-    return (f"{filename} does not fit Python {python_version[0]}.{python_version[1]} "
-            f"on {arch} with glibc {glibc[0]}.{glibc[1]}")
+    offered = ", ".join(sorted(str(t) for t in wheel_tags))
+    on = f" with glibc {glibc[0]}.{glibc[1]}" if glibc is not None else ""
+    return (f"{filename} is for {offered}, not for Python "
+            f"{python_version[0]}.{python_version[1]} on {arch}{on}")
 
 
 def misfits(paths: Iterable[str], python_version: tuple[int, int], arch: str) -> list[str]:

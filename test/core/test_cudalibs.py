@@ -6,6 +6,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 from torchstack.cudalibs import (
     CudaLibsError,
@@ -15,11 +16,13 @@ from torchstack.cudalibs import (
     library_version,
     match_modules,
     plan_with_modules,
+    series_problem,
     wheel_projects,
     write_stand_in,
     write_stand_ins,
 )
 from torchstack.distributions import tree_distributions
+from torchstack.generator import cudamodules
 
 TORCH_2_14_1 = (
     "filelock",
@@ -101,6 +104,39 @@ class TestCudaPins:
     def test_range_without_lower_bound_is_refused(self) -> None:
         with pytest.raises(CudaLibsError, match="neither an exact pin nor a range"):
             cuda_pins(["nvidia-cudnn-cu13<10"], "3.11", "x86_64")
+
+
+SERIES_CASES = [
+    ("9.24.0", "9.24.0.43", None),  # the pinned release itself
+    ("9.30.1", "9.24.0.43", None),  # a newer minor of the same major
+    ("9.1.0", "9.24.0.43", "older"),  # same major, older minor
+    ("10.0.0", "9.24.0.43", "another series"),  # a newer major
+    ("8.9.7", "9.24.0.43", "another series"),  # an older major
+    ("0.7.1", "0.7.1", None),  # 0.x: the same minor
+    ("0.8.0", "0.7.1", "another series"),  # 0.x: another minor is another series
+]
+SERIES_IDS = ["pinned", "newer-minor", "older-minor", "newer-major", "older-major", "zero-same",
+              "zero-other"]
+
+
+class TestSeriesProblem:
+    """The one CUDA series rule the easyblock (cudalibs) and the generator (cudamodules) share."""
+
+    @pytest.mark.parametrize(("have", "wanted", "problem"), SERIES_CASES, ids=SERIES_IDS)
+    def test_rule(self, have: str, wanted: str, problem: str | None) -> None:
+        assert series_problem(Version(have), Version(wanted)) == problem
+
+    @pytest.mark.parametrize(("have", "wanted", "problem"), SERIES_CASES, ids=SERIES_IDS)
+    def test_generator_and_easyblock_agree(self, tmp_path: Path, have: str, wanted: str,
+                                           problem: str | None) -> None:
+        project = "nvidia-cusparselt-cu13" if wanted.startswith("0.") else "nvidia-cudnn-cu13"
+        pin, = cuda_pins([f"{project}=={wanted}"], "3.11", "x86_64")
+        stem = pin.libraries[0].stem
+        root = module_root(tmp_path / "lib", {f"{stem}.so.{have.split('.')[0]}":
+                                              f"{stem}.so.{have}"})
+        easyblock = check_pin(pin, Provided(pin.module, have, root))
+        generator = cudamodules._series(pin, have)
+        assert (easyblock is None) is (generator is None) is (problem is None)
 
 
 class TestCheckPin:

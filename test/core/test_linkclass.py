@@ -85,5 +85,5 @@ class TestEvidence:
         pytest.param("pkg/so.py", False, False, id="python-file"),
     ])
     def test_member_kinds(self, relpath: str, shared: bool, bundled: bool) -> None:
-        assert linkclass.is_shared_object(relpath) is shared
+        assert symbols.is_shared_object(relpath) is shared
         assert linkclass.is_bundled(relpath) is bundled

@@ -249,3 +249,23 @@ class TestTorchLibraries:
     )
     def test_libraries(self, needed: tuple[str, ...], expected: list[str]) -> None:
         assert symbols.torch_libraries(needed) == expected
+
+
+class TestIsSharedObject:
+    """The one shared-object name rule (fingerprint, wheel prediction, loader, doctor)."""
+
+    @pytest.mark.parametrize(("path", "shared"), [
+        ("pkg/_C.so", True),  # an extension
+        ("_C.cpython-311-x86_64-linux-gnu.so", True),  # an extension with its ABI tag
+        ("torch/lib/libc10.so", True),
+        ("libx.so.1.2", True),  # a versioned name
+        ("pkg.libs/libcudart-1a2b3c4d.so.12", True),  # auditwheel's vendored copy
+        ("pkg/so.py", False),
+        ("libx.so.1.2.bak", False),  # a backup beside the library: the doctor took it once
+        ("libx.so.debug", False),
+        ("libx.so.1a", False),
+        ("pkg.so/readme", False),  # a folder named like one
+    ], ids=["extension", "abi-tagged", "libc10", "versioned", "vendored", "python-file",
+            "backup", "debug", "letter-version", "folder"])
+    def test_names(self, path: str, shared: bool) -> None:
+        assert symbols.is_shared_object(path) is shared

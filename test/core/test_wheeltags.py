@@ -125,3 +125,32 @@ class TestMisfit:
         assert repr(filename) in str(caught.value)
         assert isinstance(caught.value.__cause__, InvalidWheelFilename)
         assert isinstance(caught.value, TorchstackError)
+
+
+class TestMisfitForATarget:
+    """misfit with a glibc: the generator's question about a cluster it is told of, answered
+    by the same function (and in the same words) as the easyblock's about this host."""
+
+    @pytest.mark.parametrize(("filename", "glibc", "fits"), [
+        # manylinux_2_28 on glibc 2.28
+        ("torch-2.13.0-cp311-cp311-manylinux_2_28_aarch64.whl", (2, 28), True),
+        # manylinux_2_28 needs more than glibc 2.17
+        ("torch-2.13.0-cp311-cp311-manylinux_2_28_aarch64.whl", (2, 17), False),
+        # the legacy alias manylinux2014 is glibc 2.17
+        ("x-1.0-cp311-cp311-manylinux2014_aarch64.whl", (2, 17), True),
+        # a pure-Python wheel fits everywhere
+        ("x-1.0-py3-none-any.whl", (2, 17), True),
+    ], ids=["2.28-on-2.28", "2.28-on-2.17", "manylinux2014", "pure"])
+    def test_fits(self, filename: str, glibc: tuple[int, int], fits: bool) -> None:
+        # aarch64 whatever the host: the target is not asked of the running machine
+        assert (misfit(filename, PY311, "aarch64", glibc) is None) is fits
+
+    def test_reason_names_what_the_wheel_is_for(self) -> None:
+        filename = "torch-2.13.0-cp312-cp312-manylinux_2_28_aarch64.whl"
+        assert misfit(filename, PY311, "aarch64", (2, 28)) == (
+            f"{filename} is for cp312-cp312-manylinux_2_28_aarch64, not for Python 3.11 on "
+            f"aarch64 with glibc 2.28")
+
+    def test_invalid_filename_raises(self) -> None:
+        with pytest.raises(WheelTagError, match=r"'torch\.whl' is not a valid wheel filename"):
+            misfit("torch.whl", PY311, "aarch64", (2, 28))

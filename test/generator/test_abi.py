@@ -33,3 +33,20 @@ class TestProvidedTag:
     ])
     def test_tags(self, version: str, variant: str, tag: str) -> None:
         assert abi.provided_tag(version, variant) == tag
+
+
+class TestProvided:
+    """The one provider fingerprint of a version and variant: plan's tag and siteprojects'
+    provider both come from it."""
+
+    def test_cuda_wheel(self) -> None:
+        found = abi.provided("2.9.1+cu128", "cu128")
+        assert (found.role, found.name, found.version) == ("provider", "torch", "2.9.1+cu128")
+        assert (found.torch.release, found.torch.local, found.torch.cuda) == ("2.9.1", "cu128",
+                                                                               "12.8")
+        assert found.cuda_major == 12
+        assert found.abi_tag == abi.provided_tag("2.9.1+cu128", "cu128")
+
+    def test_rocm_wheel_has_no_cuda_major(self) -> None:
+        found = abi.provided("2.9.1+rocm6.4", "rocm6.4")
+        assert (found.torch.hip, found.cuda_major) == ("6.4", None)

@@ -12,6 +12,7 @@ import pytest
 from support.fingerprints import CPU, CU13, ROCM, consumer
 
 from torchstack.fingerprint import Fingerprint
+from torchstack.guards import moduletree
 from torchstack.guards.record import (
     FINGERPRINT_FILE,
     fingerprint_of,
@@ -19,6 +20,7 @@ from torchstack.guards.record import (
     whatis_line,
     write_fingerprint,
 )
+from torchstack.output import OutputError
 
 FINGERPRINTS = [
     # a CPU torch
@@ -68,10 +70,36 @@ class TestWriteFingerprint:
         blocker = tmp_path / FINGERPRINT_FILE
         blocker.mkdir(parents=True)
         (blocker / "keep").write_text("")
-        with pytest.raises(OSError):
+        # output.replace_file, torchstack's one atomic write: its error names the file
+        with pytest.raises(OutputError, match=r"cannot write '.*torchstack-fingerprint\.json'"):
             write_fingerprint(tmp_path, CPU)
         assert os.listdir(tmp_path / "easybuild") == ["torchstack-fingerprint.json"]
         assert os.listdir(blocker) == ["keep"]
+
+    def test_an_existing_file_keeps_its_mode(self, tmp_path: Path) -> None:
+        # as every atomic write of torchstack: a site's chmod of the recorded file stays
+        target = write_fingerprint(tmp_path, CPU)
+        target.chmod(0o640)
+        write_fingerprint(tmp_path, CU13)
+        assert stat.S_IMODE(target.stat().st_mode) == 0o640
+        assert read_fingerprint(tmp_path) == CU13
+
+    def test_staging_file_is_one_module_trees_skip(self, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+        # a write killed before its rename leaves `.<name>.tmp-<8 hex>`, which moduletree and
+        # rollout know as torchstack's staging files
+        staged: list[str] = []
+        rename = os.replace
+
+        def watch(src: str | Path, dst: str | Path) -> None:
+            staged.append(os.path.basename(src))
+            rename(src, dst)
+
+        monkeypatch.setattr(os, "replace", watch)
+        write_fingerprint(tmp_path, CPU)
+        assert len(staged) == 1
+        assert moduletree._STAGING.match(staged[0])
+        assert staged[0].startswith(".torchstack-fingerprint.json.tmp-")
 
 
 class TestReadFingerprint:

@@ -20,8 +20,9 @@ from typing import Any, Literal
 from torchstack import elf, loader
 from torchstack.doctor.findings import Finding, info, problem, warning
 from torchstack.doctor.remedies import library_fix
-from torchstack.doctor.stack import Placed, Stack, shared_objects
+from torchstack.doctor.stack import Placed, Stack
 from torchstack.doctor.surroundings import Surroundings
+from torchstack.fingerprint import shared_objects
 
 log = logging.getLogger(__name__)
 

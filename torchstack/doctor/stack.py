@@ -24,6 +24,7 @@ from torchstack.fingerprint import (
     consumer_fingerprint,
     parse_version_py,
     provider_fingerprint,
+    shared_objects,
     torch_requirement,
 )
 
@@ -131,7 +132,7 @@ def _walk_shared_objects(folder: str) -> tuple[str, ...]:
     found = []
     for parent, _, names in os.walk(os.path.join(folder, "torch")):
         found += [os.path.relpath(os.path.join(parent, n), folder) for n in sorted(names)
-                  if is_shared_object_name(n)]
+                  if symbols.is_shared_object(n)]
     return tuple(found)
 
 
@@ -171,11 +172,3 @@ def _may_need_torch(dist: Distribution) -> bool:
     return False
 
 
-def shared_objects(dist: Distribution) -> list[str]:
-    """Paths (relative to site-packages) of the distribution's shared objects."""
-    return [p for p in dist.listing() if is_shared_object_name(p) and dist.files.exists(p)]
-
-
-def is_shared_object_name(relpath: str) -> bool:
-    name = relpath.rsplit("/", 1)[-1]
-    return name.endswith(".so") or ".so." in name

@@ -29,7 +29,7 @@ class Target:
 
     def misfit(self, filename: str) -> str | None:
         """Why the wheel `filename` cannot be installed on this target, or None."""
-        return wheeltags.target_misfit(filename, self.python, self.arch, self.glibc)
+        return wheeltags.misfit(filename, self.python, self.arch, self.glibc)
 
     def applies(self, requirement: Requirement, extras: Iterable[str] = ("",)) -> bool:
         """Whether a Requires-Dist line applies here (Linux, this Python, this arch)."""

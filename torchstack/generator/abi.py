@@ -7,7 +7,7 @@ from __future__ import annotations
 from packaging.version import Version
 
 from torchstack import variants
-from torchstack.fingerprint import TorchFacts, abi_tag
+from torchstack.fingerprint import Fingerprint, TorchFacts, abi_tag
 
 
 def cxx11_abi(release: Version, variant: str) -> bool:
@@ -15,10 +15,17 @@ def cxx11_abi(release: Version, variant: str) -> bool:
     return release >= Version("2.7") or (release.release[:2] == (2, 6) and variant == "cu126")
 
 
-def provided_tag(version: str, variant: str) -> str:
-    """The abi_tag of the official torch wheel `version` (2.9.1+cu128) of `variant`."""
+def provided(version: str, variant: str) -> Fingerprint:
+    """The fingerprint the official torch wheel `version` (2.9.1+cu128) of `variant` records."""
     release = Version(version)
     parsed = variants.parse(variant)
     facts = TorchFacts(release.public, release.local, cxx11_abi(release, variant),
                        parsed.cuda if parsed else None, parsed.rocm if parsed else None)
-    return abi_tag("provider", None, facts)
+    cuda_major = int(facts.cuda.split(".")[0]) if facts.cuda else None
+    return Fingerprint("provider", "torch", version, facts, None, None, cuda_major,
+                       abi_tag("provider", None, facts))
+
+
+def provided_tag(version: str, variant: str) -> str:
+    """The abi_tag of the official torch wheel `version` (2.9.1+cu128) of `variant`."""
+    return provided(version, variant).abi_tag

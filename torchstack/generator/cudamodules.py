@@ -71,7 +71,7 @@ def _same_major_newer(version: str, wanted: Version) -> bool:
         have = Version(version)
     except InvalidVersion:
         return False
-    return have.major == wanted.major and have.release[:2] >= wanted.release[:2]
+    return cudalibs.series_problem(have, wanted) is None
 
 
 def choose(toolchain: Toolchain, pins: Sequence[cudalibs.Pin], cuda: Dependency,
@@ -130,14 +130,15 @@ def _library_module(toolchain: Toolchain, module: str, pins: Sequence[cudalibs.P
 
 
 def _series(pin: cudalibs.Pin, version: str) -> str | None:
-    """Why a library module's version cannot stand in for `pin` (same major, not older)."""
+    """Why a library module's version cannot stand in for `pin` (cudalibs.series_problem)."""
     try:
         have, wanted = Version(version), Version(pin.version)
     except InvalidVersion:
         return f"not comparable with {pin.version}"
-    if have.major != wanted.major or (wanted.major == 0 and have.minor != wanted.minor):
+    problem = cudalibs.series_problem(have, wanted)
+    if problem == "another series":
         return f"another series than {pin.version}"
-    if have.release[:2] < wanted.release[:2]:
+    if problem == "older":
         return f"older than {pin.version}"
     return None
 

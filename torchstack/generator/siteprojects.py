@@ -19,9 +19,9 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from torchstack import compat, markers, variants
+from torchstack import compat, markers
 from torchstack.errors import TorchstackError
-from torchstack.fingerprint import Fingerprint, TorchFacts, abi_tag
+from torchstack.fingerprint import Fingerprint
 from torchstack.generator import abi
 from torchstack.generator._releasetypes import Request, Resolved, Target, VariantSet
 from torchstack.generator.projects import About
@@ -103,7 +103,7 @@ def resolve(resolver: Resolver, requirement: Requirement, torch: Resolved, varia
     exactly, so the walk is not bounded: a release passed over costs one metadata read.
     """
     project = canonicalize_name(requirement.name)
-    provider = _provider(torch, variant)
+    provider = abi.provided(torch.version, variant)
     found = Found()
     passed: list[str] = []
     candidates = (_companion_candidates(resolver, project, torch, targets) if companion
@@ -347,14 +347,3 @@ def own_module(project: str, modules: Sequence[str]) -> str | None:
     if not own or len(own) == len(modules):
         return None
     return max(own, key=len)
-
-
-def _provider(torch: Resolved, variant: str) -> Fingerprint:
-    """The fingerprint the set's official torch wheel will record, from version and variant."""
-    release = Version(torch.version)
-    parsed = variants.parse(variant)
-    facts = TorchFacts(release.public, release.local, abi.cxx11_abi(release, variant),
-                       parsed.cuda if parsed else None, parsed.rocm if parsed else None)
-    cuda_major = int(facts.cuda.split(".")[0]) if facts.cuda else None
-    return Fingerprint("provider", "torch", torch.version, facts, None, None, cuda_major,
-                       abi_tag("provider", None, facts))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
@@ -12,6 +11,7 @@ from typing import Literal
 from torchstack.fingerprint import Fingerprint, installation_fingerprints, strongest
 from torchstack.fingerprint_json import load_fingerprint
 from torchstack.guards.protocol import FINGERPRINT_FILE
+from torchstack.output import replace_file
 
 __all__ = ["FINGERPRINT_FILE", "Source", "fingerprint_of", "read_fingerprint", "whatis_line",
            "write_fingerprint"]
@@ -22,19 +22,11 @@ FilesReader = Callable[[Path], "tuple[Fingerprint | None, list[Fingerprint]]"]
 
 
 def write_fingerprint(installdir: str | Path, fingerprint: Fingerprint) -> Path:
-    """Write <installdir>/FINGERPRINT_FILE atomically."""
+    """Write <installdir>/FINGERPRINT_FILE atomically (a new file 0644, an existing one keeps
+    its mode); `OutputError` names the file when it cannot be written."""
     target = Path(installdir) / FINGERPRINT_FILE
     target.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(fingerprint.to_json(), indent=2) + "\n"
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".fingerprint-", suffix=".json")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    replace_file(target, json.dumps(fingerprint.to_json(), indent=2) + "\n")
     return target
 
 

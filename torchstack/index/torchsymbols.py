@@ -208,7 +208,7 @@ def platform_wheels(files: Iterable[IndexFile], python: tuple[int, int], arch: s
     """torch wheels installable for CPython `python` on `arch`, those of `flavour` (`cpu`,
     `cu13`; None for any) first within each release."""
     fitting = [f for f in files if not f.yanked and f.filename.endswith(".whl")
-               and wheeltags.target_misfit(f.filename, python, arch, (2, 28)) is None]
+               and wheeltags.misfit(f.filename, python, arch, (2, 28)) is None]
     return sorted(fitting, key=lambda f: not _of_flavour(f.filename, flavour))
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from torchstack import linkclass
+from torchstack import linkclass, symbols
 from torchstack.distributions import (
     Distribution,
     normalize_name,
@@ -177,18 +177,18 @@ def _evidence(ranges: _zipdir._Ranges, entries: list[_zipdir.Member],
     evidence = linkclass.LinkEvidence()
     objects = []
     for member in entries:
-        if not linkclass.is_shared_object(member.name):
+        if not symbols.is_shared_object(member.name):
             continue
         if linkclass.is_bundled(member.name):
             evidence.add_bundled(member.name)
             continue
         prefix = MemberPrefix(ranges, member, max_inflated)
         try:
-            symbols, how = object_symbols(prefix)
+            read, how = object_symbols(prefix)
         except BeyondBound as exc:
             log.debug("%s", exc)
             objects.append(ObjectRead(member.name, "beyond", len(prefix.data), member.uncompressed))
             continue
-        evidence.add(symbols)
+        evidence.add(read)
         objects.append(ObjectRead(member.name, how, len(prefix.data), member.uncompressed))
     return evidence, objects

@@ -16,7 +16,6 @@ import logging
 import os
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +34,7 @@ from torchstack.doctor.venvrecord import (
     VenvRecord,
 )
 from torchstack.fingerprint import Fingerprint
+from torchstack.output import replace_file
 from torchstack.venv import VenvError, activate, paths
 from torchstack.venv.pins import (
     Pin,
@@ -149,7 +149,7 @@ def create(plan: Plan, environ: Mapping[str, str]) -> list[str]:
     made = _missing_folders(plan.target)
     try:
         plan.target.mkdir(parents=True, exist_ok=True)
-        _write(plan.target / INCOMPLETE, "torchstack venv is making this venv; if it is not "
+        replace_file(plan.target / INCOMPLETE, "torchstack venv is making this venv; if it is not "
                "running, it was killed: remove this folder and run it again\n")
         _make_venv(plan, environ)
         _drop_copies(plan, environ)
@@ -203,15 +203,15 @@ def _drop_copies(plan: Plan, environ: Mapping[str, str]) -> None:
 def _add_files(plan: Plan) -> list[str]:
     target = plan.target
     if plan.module_python_sites:
-        _write(plan.site_packages / PTH, "".join(f"{p}\n" for p in plan.module_python_sites))
+        replace_file(plan.site_packages / PTH, "".join(f"{p}\n" for p in plan.module_python_sites))
     modules = list(plan.modules)
-    _write(target / CONSTRAINTS, constraints_text(list(plan.pins), target, modules))
-    _write(target / PIP_CONF, pip_conf_text(target / CONSTRAINTS))
-    _write(target / UV_TOML, uv_toml_text(list(plan.pins)))
-    _write(target / EXCLUDES, excludes_text(list(plan.pins)))
-    _write(target / RECORD, json.dumps(plan.record().to_json(), indent=2) + "\n")
+    replace_file(target / CONSTRAINTS, constraints_text(list(plan.pins), target, modules))
+    replace_file(target / PIP_CONF, pip_conf_text(target / CONSTRAINTS))
+    replace_file(target / UV_TOML, uv_toml_text(list(plan.pins)))
+    replace_file(target / EXCLUDES, excludes_text(list(plan.pins)))
+    replace_file(target / RECORD, json.dumps(plan.record().to_json(), indent=2) + "\n")
     for path, text in activate.install(plan.bin_dir, target, modules).items():
-        _write(path, text)
+        replace_file(path, text)
     return _write_console_scripts(plan)
 
 
@@ -222,22 +222,9 @@ def _write_console_scripts(plan: Plan) -> list[str]:
         path = plan.bin_dir / script.name
         if path.exists() or path.is_symlink():  # the venv's own pip, python, activate
             continue
-        _write(path, script.text(python), mode=0o755)
+        replace_file(path, script.text(python), mode=0o755)
         written.append(script.name)
     return written
-
-
-def _write(path: Path, text: str, mode: int = 0o644) -> None:
-    """Write `text` to a temporary file beside `path`, then rename it into place."""
-    handle, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 def _remove(target: Path, made: list[Path]) -> None:
