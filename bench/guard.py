@@ -54,7 +54,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from _common import log, positive  # noqa: E402
 
-from torchstack.fingerprint import Fingerprint, TorchFacts, abi_tag  # noqa: E402
+from torchstack.fingerprint.read import Fingerprint, TorchFacts, abi_tag  # noqa: E402
 from torchstack.guards import halves  # noqa: E402
 from torchstack.guards.protocol import (  # noqa: E402
     CONSUMERS_VARIABLE,

@@ -526,7 +526,7 @@ def _sum(floor: dict[str, float], key: str, *parts: str) -> None:
 def measure_floor(inputs: Inputs, wheel_set: str, root: Path) -> dict[str, float]:
     """Seconds of each floor for one set of wheels, measured into `root` (removed afterwards),
     and the processor seconds of each ("cpu:" keys)."""
-    from torchstack import loader
+    from torchstack.elf import loader
     from torchstack.install import bytecode
     from torchstack.install.jitcheck import write_script
 

@@ -28,7 +28,7 @@ from torchstack._files import (
     read_text,
     spool_member,
 )
-from torchstack.elf import Stream, map_file
+from torchstack.elf.reader import Stream, map_file
 from torchstack.errors import TorchstackError
 
 log = logging.getLogger(__name__)

@@ -4,12 +4,12 @@ The failure this project exists to prevent shows at import as `undefined symbol`
 removed `c10::impl::cow::materialize_cow_storage`, so extensions built on 2.12 stop loading).
 That can be checked without loading anything: every symbol that a consumer's binaries import
 without a fallback (strong undefined), that binds to libtorch (its C++ API or its stable C
-shims, `torchstack.linkclass`) and that none of the consumer's own objects defines, must be
+shims, `torchstack.elf.linkclass`) and that none of the consumer's own objects defines, must be
 exported by one of the provider's `torch/lib` libraries, looked up in their hash tables.
 
 A resolved check proves that the consumer loads, not that it runs right: kernels registered
 through the C++ dispatcher carry the dispatch key numbering of the torch they were built on
-(`torchstack.symbols.dispatcher_symbols`), so compat still binds such a consumer to its
+(`torchstack.elf.symbols.dispatcher_symbols`), so compat still binds such a consumer to its
 release. See docs/design.rst, "Symbol verification".
 """
 
@@ -23,7 +23,6 @@ from pathlib import Path
 
 from torch_abi_audit.demangle import demangle_symbol
 
-from torchstack import elf, symbols
 from torchstack.distributions import (
     Distribution,
     normalize_name,
@@ -31,6 +30,7 @@ from torchstack.distributions import (
     site_packages_of,
     tree_distributions,
 )
+from torchstack.elf import reader, symbols
 from torchstack.errors import TorchstackError
 
 log = logging.getLogger(__name__)
@@ -112,7 +112,7 @@ def _distributions(path: str) -> Iterator[list[Distribution]]:
 
 def consumer_imports(dist: Distribution) -> frozenset[str]:
     """The libtorch symbols a consumer's shared objects import and do not define themselves."""
-    from torchstack.fingerprint import scan_binaries
+    from torchstack.fingerprint.read import scan_binaries
 
     return scan_binaries(dist).torch_imports
 
@@ -125,7 +125,8 @@ def verify(provider: Distribution, needed: Iterable[str], label: str) -> SymbolC
         if not wanted:
             break
         with provider.files.open_binary(relpath) as stream:
-            found = elf.defined_symbols(stream, provider.describe(relpath), tuple(sorted(wanted)))
+            found = reader.defined_symbols(stream, provider.describe(relpath),
+                                           tuple(sorted(wanted)))
         log.debug("%s: exports %d of the %d symbols still looked for", relpath, len(found),
                   len(wanted))
         wanted -= found

@@ -24,7 +24,7 @@ from support.synthetic import (
 )
 
 from torchstack.cli import main
-from torchstack.fingerprint import fingerprint_path
+from torchstack.fingerprint.read import fingerprint_path
 
 pytest_plugins = ["support.synthetic"]
 

@@ -1,4 +1,5 @@
-"""torchstack.compat: a table per rule, then check() end to end, on Fingerprint objects."""
+"""torchstack.fingerprint.compat: a table per rule, then check() end to end, on Fingerprint
+objects."""
 
 from __future__ import annotations
 
@@ -17,9 +18,9 @@ from support.fingerprints import (
     provider,
 )
 
-from torchstack import compat
-from torchstack.compat import Check, CompatError, Verdict
-from torchstack.fingerprint import Fingerprint, TorchFacts
+from torchstack.fingerprint import compat
+from torchstack.fingerprint.compat import Check, CompatError, Verdict
+from torchstack.fingerprint.read import Fingerprint, TorchFacts
 
 
 def apply(rule: Check, p: Fingerprint, c: Fingerprint, expected: str | None) -> None:

@@ -1,4 +1,5 @@
-"""torchstack.compat at install time: assume_built_against and disagreements, table-driven."""
+"""torchstack.fingerprint.compat at install time: assume_built_against and disagreements,
+table-driven."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from support.fingerprints import (
     provider,
 )
 
-from torchstack.compat import CompatError, assume_built_against, check, disagreements
-from torchstack.fingerprint import Fingerprint
+from torchstack.fingerprint.compat import CompatError, assume_built_against, check, disagreements
+from torchstack.fingerprint.read import Fingerprint
 
 
 class TestAssumeBuiltAgainst:

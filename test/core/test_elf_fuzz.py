@@ -28,30 +28,30 @@ from support.badinput import assert_one_error, deadline, run_cli
 from support.elfmutate import Target, damaged, target_of
 from support.synthetic import LIBC10, PYTHON_SITE, SyntheticLibs, SyntheticWheels, install_prefix
 
-from torchstack import elf, loader, symbols
+from torchstack.elf import loader, reader, symbols
 
 pytest_plugins = ["support.synthetic"]
 
 FUZZ = settings(max_examples=100, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow])
 NAME = "damaged/libfuzz.so"
-READERS: dict[str, Callable[[elf.Stream], object]] = {
-    "defined-symbols": lambda s: elf.defined_symbols(s, NAME, symbols.ABI_PROBES),
-    "dynamic-section": lambda s: elf.read_dynamic(s, NAME),
-    "undefined-symbols": lambda s: elf.undefined_symbols(s, NAME),
+READERS: dict[str, Callable[[reader.Stream], object]] = {
+    "defined-symbols": lambda s: reader.defined_symbols(s, NAME, symbols.ABI_PROBES),
+    "dynamic-section": lambda s: reader.read_dynamic(s, NAME),
+    "undefined-symbols": lambda s: reader.undefined_symbols(s, NAME),
     "elf-kind": lambda s: loader.elf_kind(s, NAME),
-    "comment": lambda s: elf.section_data(s, NAME, ".comment"),
+    "comment": lambda s: reader.section_data(s, NAME, ".comment"),
 }
 
 
-def assert_read_or_refused(data: bytes, readers: dict[str, Callable[[elf.Stream], object]]
+def assert_read_or_refused(data: bytes, readers: dict[str, Callable[[reader.Stream], object]]
                            ) -> None:
     """Each reader returns, or raises `ElfError` naming the file; within 10 s each."""
-    for reader in readers.values():
+    for read in readers.values():
         try:
             with deadline(10):
-                reader(io.BytesIO(data))
-        except elf.ElfError as exc:
+                read(io.BytesIO(data))
+        except reader.ElfError as exc:
             assert NAME in str(exc)
 
 
@@ -110,7 +110,7 @@ class TestReaders:
         try:
             with deadline(10):
                 loader.read_object(path)
-        except (elf.ElfError, loader.LoaderError) as exc:
+        except (reader.ElfError, loader.LoaderError) as exc:
             assert str(path) in str(exc)
 
     @FUZZ

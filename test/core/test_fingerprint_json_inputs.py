@@ -23,8 +23,8 @@ from packaging.version import InvalidVersion, Version
 from support.badinput import assert_one_error, run_cli
 from support.synthetic import SyntheticWheels
 
-from torchstack.fingerprint import FingerprintError, fingerprint_path
-from torchstack.fingerprint_json import load_fingerprint
+from torchstack.fingerprint.fromjson import load_fingerprint
+from torchstack.fingerprint.read import FingerprintError, fingerprint_path
 from torchstack.guards.record import FINGERPRINT_FILE, read_fingerprint
 
 pytest_plugins = ["support.synthetic"]

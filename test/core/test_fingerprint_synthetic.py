@@ -20,8 +20,8 @@ from support.synthetic import (
 )
 
 from torchstack.cli import main
-from torchstack.fingerprint import TorchFacts, fingerprint_path
-from torchstack.fingerprint_json import from_json
+from torchstack.fingerprint.fromjson import from_json
+from torchstack.fingerprint.read import TorchFacts, fingerprint_path
 
 pytest_plugins = ["support.synthetic"]
 

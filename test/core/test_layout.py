@@ -17,8 +17,9 @@ import torchstack
 PACKAGE = Path(torchstack.__file__).resolve().parent
 
 # What each layer may import besides itself (docs/design.rst, Import direction). Core is every
-# top-level module, a subsystem a subpackage, `python -m torchstack` (__main__) the command line.
-# Nothing imports cli.
+# top-level module and the core packages (CORE_PACKAGES), a subsystem any other subpackage,
+# `python -m torchstack` (__main__) the command line. Nothing imports cli.
+CORE_PACKAGES = {"elf", "fingerprint"}
 ALLOWED = {
     "core": set(),
     "index": {"core"},
@@ -82,8 +83,9 @@ def layer(module: str, subsystems: set[str]) -> str:
     return parts[1] if len(parts) > 1 and parts[1] in subsystems else "core"
 
 
-def subpackages(root: Path) -> set[str]:
-    return {init.parent.name for init in root.glob("*/__init__.py")}
+def subpackages(root: Path, core: set[str] = CORE_PACKAGES) -> set[str]:
+    """The subsystems: every subpackage but the core's own packages."""
+    return {init.parent.name for init in root.glob("*/__init__.py")} - core
 
 
 def upward_imports(graph: Graph, allowed: dict[str, set[str]], subsystems: set[str]
@@ -139,6 +141,17 @@ def graph() -> Graph:
 def test_every_subpackage_has_a_layer() -> None:
     unlisted = sorted(subpackages(PACKAGE) - set(ALLOWED))
     assert unlisted == [], f"give {unlisted} a row in ALLOWED"
+
+
+def test_core_packages_are_core(graph: Graph) -> None:
+    # elf/ and fingerprint/ are the core's, split by subject: they may import the flat core
+    # modules and each other, and every subsystem may import them
+    subsystems = subpackages(PACKAGE)
+    assert {init.parent.name for init in PACKAGE.glob("*/__init__.py")} >= CORE_PACKAGES
+    assert not CORE_PACKAGES & subsystems
+    assert layer("torchstack.elf.loader", subsystems) == "core"
+    assert layer("torchstack.fingerprint.compat", subsystems) == "core"
+    assert "torchstack.elf.reader" in graph["torchstack.fingerprint.read"]
 
 
 def test_the_graph_is_read(graph: Graph) -> None:

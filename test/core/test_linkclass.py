@@ -12,7 +12,7 @@ import pytest
 from torch_abi_audit import torch_abi
 from torch_abi_audit.demangle import demangle_symbol
 
-from torchstack import elf, linkclass, symbols
+from torchstack.elf import linkclass, reader, symbols
 
 CAFFE2_TYPEMETA = "_ZN6caffe28TypeMeta26error_unsupported_typemetaES0_"
 C10_TLS_INIT = "_ZTHN3c104impl26raw_local_dispatch_key_setE"
@@ -44,7 +44,7 @@ class TestRealDisagreement:
         wheel: Path = real_wheel("torchvision-0.28.0")
         with zipfile.ZipFile(wheel) as archive:
             data = archive.read("torchvision/_C.so")
-        return elf.undefined_symbols(io.BytesIO(data), "torchvision/_C.so")
+        return reader.undefined_symbols(io.BytesIO(data), "torchvision/_C.so")
 
     def test_caffe2_missed_by_torch_abi_audit(self, undefined: frozenset[str]) -> None:
         assert CAFFE2_TYPEMETA in undefined

@@ -1,4 +1,4 @@
-"""torchstack.loader: one class per lookup step, on tiny libraries compiled here with gcc.
+"""torchstack.elf.loader: one class per lookup step, on tiny libraries compiled here with gcc.
 
 Where it can, each test also asks the real glibc (a child Python that dlopens the object and
 reads /proc/self/maps) and checks that the model found the very file that ld.so loaded.
@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from torchstack import loader
-from torchstack.elf import ElfError
-from torchstack.loader import ElfKind, Resolution
+from torchstack.elf import loader
+from torchstack.elf.loader import ElfKind, Resolution
+from torchstack.elf.reader import ElfError
 
 DEP_C = "int dep(void) { return 42; }\n"
 USER_C = (  # uses libc too, so that DT_NEEDED is (libdep.so, libc.so.6)
@@ -276,7 +276,7 @@ class TestRpath:
         assert loader.rpath_dirs(obj) == (f"{built.rpath.parent}/../lib",)
 
     def test_resolves_with_origin(self, built: Built, caplog: pytest.LogCaptureFixture) -> None:
-        with caplog.at_level(logging.DEBUG, logger="torchstack.loader"):
+        with caplog.at_level(logging.DEBUG, logger="torchstack.elf.loader"):
             (resolution, _) = loader.resolve_needed(built.rpath, system_dirs=())
         assert resolution.step == "rpath"
         assert f"libdep.so -> {resolution.path} (rpath)" in caplog.text
@@ -468,7 +468,7 @@ class TestTree:
         return tmp_path
 
     def test_iter_shared_objects(self, tree: Path, caplog: pytest.LogCaptureFixture) -> None:
-        with caplog.at_level(logging.DEBUG, logger="torchstack.loader"):
+        with caplog.at_level(logging.DEBUG, logger="torchstack.elf.loader"):
             found = list(loader.iter_shared_objects(tree))
         assert found == [str(tree / "app/libuser.so"), str(tree / "lib/libdep.so"),
                          str(tree / "plain/libplain.so.1.2")]

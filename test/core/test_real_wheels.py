@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from torchstack.cli import main
-from torchstack.compat import check
-from torchstack.fingerprint import fingerprint_path
+from torchstack.fingerprint.compat import check
+from torchstack.fingerprint.read import fingerprint_path
 
 Factory = Callable[[str], Path]
 
@@ -115,16 +115,16 @@ def test_stable_too_old_lists_every_reason(real_wheel: Factory) -> None:
 
 @pytest.mark.parametrize("key", ["torch-2.13.0", "torchvision-0.29.1", "fbgemm_gpu_cpu-1.9.0"])
 def test_undefined_symbols_agree_with_pyelftools(key: str, real_tree: Factory) -> None:
-    # elf.undefined_symbols unpacks .dynsym with struct; pyelftools' own walk is the reference
+    # reader.undefined_symbols unpacks .dynsym with struct; pyelftools' own walk is the reference
     from elftools.elf.elffile import ELFFile
 
-    from torchstack import elf, loader
+    from torchstack.elf import loader, reader
 
     objects = list(loader.iter_shared_objects(real_tree(key)))
     assert objects
     for path in objects:
-        with elf.map_file(path) as mapped:
+        with reader.map_file(path) as mapped:
             table = ELFFile(mapped).get_section_by_name(".dynsym")
             expected = frozenset(s.name for s in table.iter_symbols()
                                  if s["st_shndx"] == "SHN_UNDEF" and s.name)
-            assert elf.undefined_symbols(mapped, str(path)) == expected, path
+            assert reader.undefined_symbols(mapped, str(path)) == expected, path

@@ -16,8 +16,8 @@ import pytest
 from support.badinput import assert_one_error, deadline, run_cli
 from support.synthetic import PYTHON_SITE, SyntheticWheels, install_prefix
 
-from torchstack import loader
-from torchstack.fingerprint import FingerprintError
+from torchstack.elf import loader
+from torchstack.fingerprint.read import FingerprintError
 from torchstack.guards.record import FINGERPRINT_FILE, read_fingerprint
 
 pytest_plugins = ["support.synthetic"]

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from support.symbolwheels import CALLER, COW, build_symbol_wheels, compile_so
 
-from torchstack import elf
 from torchstack.cli import main
+from torchstack.elf import reader
 from torchstack.symbolcheck import SymbolCheck, SymbolCheckError, verify_paths
 
 
@@ -29,8 +29,8 @@ class TestBindings:
                                               tmp_path: Path) -> None:
         so = tmp_path / "_C.so"
         so.write_bytes(compile_so(tmp_path, "x.so", CALLER))
-        with elf.map_file(so) as mapped:
-            found = elf.bindings(mapped, str(so))
+        with reader.map_file(so) as mapped:
+            found = reader.bindings(mapped, str(so))
         assert "_ZN3c104keptEi" not in found.exports
         assert "_ZN3c104keptEi" in found.imports
         assert "_ZN3c105maybeEi" not in found.imports  # weak: may stay unresolved

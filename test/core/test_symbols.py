@@ -1,11 +1,11 @@
-"""torchstack.symbols: one class per function, and the probe manglings checked against g++."""
+"""torchstack.elf.symbols: one class per function, and the probe manglings checked against g++."""
 
 from __future__ import annotations
 
 import pytest
 from support.synthetic import SyntheticLibs, dynamic_symbols
 
-from torchstack import symbols
+from torchstack.elf import symbols
 
 pytest_plugins = ["support.synthetic"]
 

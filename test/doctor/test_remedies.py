@@ -10,7 +10,7 @@ from support.doctorenv import (
 
 from torchstack.distributions import tree_distributions
 from torchstack.doctor.remedies import library_fix
-from torchstack.fingerprint import Fingerprint, provider_fingerprint
+from torchstack.fingerprint.read import Fingerprint, provider_fingerprint
 
 
 class TestLibraryFix:

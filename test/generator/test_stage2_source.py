@@ -35,9 +35,9 @@ from support.fakelibtorch import (
 from support.synthetic import dynamic_symbols
 from support.wheelbuild import sha256
 
-from torchstack import symbols
 from torchstack.cli import main
-from torchstack.fingerprint import Fingerprint
+from torchstack.elf import symbols
+from torchstack.fingerprint.read import Fingerprint
 from torchstack.guards.record import FINGERPRINT_FILE, read_fingerprint
 
 ABIS = ("cxx11", "precxx11")

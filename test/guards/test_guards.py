@@ -23,9 +23,9 @@ from support.lmodrun import (
     write_module,
 )
 
-from torchstack import compat
 from torchstack.cli import main
-from torchstack.fingerprint import Fingerprint
+from torchstack.fingerprint import compat
+from torchstack.fingerprint.read import Fingerprint
 from torchstack.guards import halves, record
 from torchstack.guards.halves import GuardError
 from torchstack.guards.lua import EVALUATOR as LUA_EVALUATOR

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from torchstack.fingerprint import Fingerprint, TorchFacts, abi_tag
+from torchstack.fingerprint.read import Fingerprint, TorchFacts, abi_tag
 from torchstack.guards import halves, lua, protocol, siteconfig, sitepackage, tcl
 from torchstack.guards.lua import lua_string
 from torchstack.guards.protocol import (

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from support.fingerprints import CPU, CU13, ROCM, consumer
 
-from torchstack.fingerprint import Fingerprint
+from torchstack.fingerprint.read import Fingerprint
 from torchstack.guards import moduletree
 from torchstack.guards.record import (
     FINGERPRINT_FILE,

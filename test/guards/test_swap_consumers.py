@@ -17,7 +17,7 @@ from support.ebenv import EasyBuildEnv
 from support.ebmodules import WHEELS, beyond_module
 from support.swapmatrix import Cell, assert_load, assert_runs_on_own, assert_swap, software
 
-from torchstack import compat
+from torchstack.fingerprint import compat
 from torchstack.guards.record import read_fingerprint
 from torchstack.index import wheelelf
 

@@ -17,8 +17,8 @@ from support.indexserver import IndexServer
 from support.synthetic import CONSUMER_BUILDS, SyntheticWheels
 from support.wheelcache import install_tree
 
-from torchstack import elf
-from torchstack.fingerprint import Fingerprint, fingerprint_path
+from torchstack.elf import reader
+from torchstack.fingerprint.read import Fingerprint, fingerprint_path
 from torchstack.index import _zipdir, wheelelf
 from torchstack.index.simple import SimpleIndex
 
@@ -99,8 +99,8 @@ class TestRealWheels:
             for member in (m for m in entries if m.name.endswith(".so")):
                 found, _ = wheelelf.object_symbols(wheelelf.MemberPrefix(ranges, member, 1 << 30))
                 stream = io.BytesIO(archive.read(member.name))
-                assert found.undefined == elf.undefined_symbols(stream, member.name)
-                assert found.needed == set(elf.read_dynamic(stream, member.name).needed)
+                assert found.undefined == reader.undefined_symbols(stream, member.name)
+                assert found.needed == set(reader.read_dynamic(stream, member.name).needed)
 
     def test_patchelf_layout_is_read_whole(self, real_consumers: dict[str, Path]) -> None:
         # auditwheel's patchelf moved image.so's .dynstr to the end: no prefix holds it

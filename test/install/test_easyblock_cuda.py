@@ -19,7 +19,7 @@ from support.ebenv import EasyBuildEnv, wheel_easyconfig
 from support.ebmodules import stage_wheels
 from support.wheelcache import cache_dir, cache_lock
 
-from torchstack.fingerprint import fingerprint_path
+from torchstack.fingerprint.read import fingerprint_path
 
 Factory = Callable[[str], Path]
 NMS = ("import torch, torchvision; from torchvision.ops import nms; "

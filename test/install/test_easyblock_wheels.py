@@ -16,7 +16,7 @@ from support.ebenv import EasyBuildEnv, wheel_easyconfig
 from support.ebmodules import consumer_module
 from support.wheelbuild import build_wheel, sha256
 
-from torchstack.fingerprint import fingerprint_path
+from torchstack.fingerprint.read import fingerprint_path
 from torchstack.guards.record import FINGERPRINT_FILE
 
 Factory = Callable[[str], Path]

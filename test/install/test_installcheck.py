@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from torchstack import loader
+from torchstack.elf import loader
 from torchstack.install.libraries import (
     module_library_dirs,
     torch_loaded_libraries,

@@ -25,7 +25,7 @@ from support.ebenv import EasyBuildEnv, wheel_easyconfig
 from support.ebmodules import stage_wheels
 from support.wheelcache import cache_dir, cache_lock
 
-from torchstack import loader
+from torchstack.elf import loader
 from torchstack.install import libraries, runpath
 
 # -- small libraries -------------------------------------------------------------------------

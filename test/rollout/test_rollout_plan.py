@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from torchstack.cli import main
-from torchstack.fingerprint import Fingerprint, Link, TorchFacts, abi_tag
+from torchstack.fingerprint.read import Fingerprint, Link, TorchFacts, abi_tag
 from torchstack.guards.record import write_fingerprint
 from torchstack.guards.scan import scan_installpath
 from torchstack.rollout.defaults import Default, write_defaults

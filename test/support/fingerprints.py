@@ -1,8 +1,9 @@
-"""Fingerprints built directly for torchstack.compat's rules: torch providers and consumers."""
+"""Fingerprints built directly for the rules of torchstack.fingerprint.compat: torch providers
+and consumers."""
 
 from __future__ import annotations
 
-from torchstack.fingerprint import Fingerprint, Link, TorchFacts, abi_tag
+from torchstack.fingerprint.read import Fingerprint, Link, TorchFacts, abi_tag
 
 
 def provider(

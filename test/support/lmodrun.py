@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from torchstack.fingerprint import Fingerprint, Link, TorchFacts, abi_tag
+from torchstack.fingerprint.read import Fingerprint, Link, TorchFacts, abi_tag
 from torchstack.guards import halves
 
 LMOD_INIT = "/usr/share/lmod/lmod/init/bash"

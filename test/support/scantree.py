@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from support.wheelbuild import build_wheel
-from torchstack.fingerprint import Fingerprint, Link, TorchFacts, abi_tag
+from torchstack.fingerprint.read import Fingerprint, Link, TorchFacts, abi_tag
 from torchstack.guards.record import write_fingerprint
 
 CPU = "PyTorch/2.13.0-whl"

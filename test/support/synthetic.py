@@ -2,7 +2,7 @@
 
 The libraries imitate just enough of libtorch for torchstack to decide on:
 - `libc10.so`, built with `_GLIBCXX_USE_CXX11_ABI=0` and `=1`, defining the c10 functions whose
-  mangled names `torchstack.symbols` probes (declared in real C++, so g++ mangles them);
+  mangled names `torchstack.elf.symbols` probes (declared in real C++, so g++ mangles them);
 - `libc10_cuda.so` and `libtorch_cuda.so` with DT_NEEDED on a stub `libcudart.so.N`;
 - consumer extension modules of each link class: `cxx` (C++ symbols of c10 and at, with
   std::string arguments), `stable` (only extern "C" aoti_torch_* / torch_* shims).

@@ -9,7 +9,7 @@ import pytest
 
 from torchstack.cli import main
 from torchstack.doctor.interpreter import Interpreter
-from torchstack.fingerprint_json import from_json
+from torchstack.fingerprint.fromjson import from_json
 from torchstack.venv import VenvError
 from torchstack.venv.create import Plan, create
 

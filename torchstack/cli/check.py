@@ -6,7 +6,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from torchstack.fingerprint import Fingerprint
+    from torchstack.fingerprint.read import Fingerprint
     from torchstack.symbolcheck import SymbolCheck
 
 NAME = "check"
@@ -19,7 +19,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def execute(args: argparse.Namespace) -> int:
-    from torchstack.compat import check  # here, not above: the parser stays cheap to build
+    from torchstack.fingerprint.compat import (
+        check,  # here, not above: the parser stays cheap to build
+    )
 
     provider, consumer = load(args.provider), load(args.consumer)
     verdict = check(provider, consumer, _symbols(args, provider, consumer))
@@ -52,8 +54,8 @@ def load(argument: str) -> Fingerprint:
     A `*.json` that is there and is no folder is read as JSON (a FIFO or a symlink loop so
     named is refused as what it is); its fingerprint is validated against the contract.
     """
-    from torchstack.fingerprint import fingerprint_path
-    from torchstack.fingerprint_json import load_fingerprint
+    from torchstack.fingerprint.fromjson import load_fingerprint
+    from torchstack.fingerprint.read import fingerprint_path
 
     if _is_json(argument):
         return load_fingerprint(argument)

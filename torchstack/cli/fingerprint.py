@@ -6,7 +6,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from torchstack.fingerprint import Fingerprint
+    from torchstack.fingerprint.read import Fingerprint
 
 NAME = "fingerprint"
 HELP = "fingerprint a .whl file, a site-packages folder or an install prefix"
@@ -20,7 +20,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 def execute(args: argparse.Namespace) -> int:
     import json  # here, not above: building the parser stays cheap for every subcommand
 
-    from torchstack.fingerprint import fingerprint_path
+    from torchstack.fingerprint.read import fingerprint_path
 
     found = fingerprint_path(args.path)
     print(json.dumps(found.to_json(), indent=2) if args.json else describe(found))

@@ -8,11 +8,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from torchstack.compat import CompatError, Verdict, check
 from torchstack.doctor.findings import Finding, info, problem, warning
 from torchstack.doctor.stack import Consumer, Stack
 from torchstack.errors import TorchstackError
-from torchstack.fingerprint import Fingerprint, runtime_flavour
+from torchstack.fingerprint.compat import CompatError, Verdict, check
+from torchstack.fingerprint.read import Fingerprint, runtime_flavour
 from torchstack.symbolcheck import SymbolCheck, consumer_imports, verify
 
 log = logging.getLogger(__name__)

@@ -19,10 +19,10 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from torchstack import elf
 from torchstack._files import MAX_CONFIG, FileKindError, read_text
 from torchstack.doctor.findings import Finding, info, problem, warning
-from torchstack.fingerprint import Fingerprint
+from torchstack.elf import reader
+from torchstack.fingerprint.read import Fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -146,10 +146,10 @@ def torch_compiler(torch_folder: str) -> str | None:
 
 def _comment(path: str) -> str:
     try:
-        with elf.map_file(path) as stream:
-            data = elf.section_data(stream, path, ".comment")
+        with reader.map_file(path) as stream:
+            data = reader.section_data(stream, path, ".comment")
             return data.decode("utf-8", "replace") if data is not None else ""
-    except (OSError, elf.ElfError) as exc:
+    except (OSError, reader.ElfError) as exc:
         log.debug("no .comment from %s: %s", path, exc)
         return ""
 

@@ -1,6 +1,6 @@
 """Where every DT_NEEDED library of torch and of its consumers resolves, for the whole stack.
 
-ld.so's steps are torchstack.loader's. Two things `import torch` does first count as
+ld.so's steps are torchstack.elf.loader's. Two things `import torch` does first count as
 loaded libraries: torch preloads the nvidia wheels' libraries it finds on sys.path
 (torch/__init__.py, _preload_cuda_deps), and a consumer's extension is imported after torch,
 so torch/lib is loaded by then. Libraries found in wheel folders, modules or other paths are
@@ -17,12 +17,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from torchstack import elf, loader
 from torchstack.doctor.findings import Finding, info, problem, warning
 from torchstack.doctor.remedies import library_fix
 from torchstack.doctor.stack import Placed, Stack
 from torchstack.doctor.surroundings import Surroundings
-from torchstack.fingerprint import shared_objects
+from torchstack.elf import loader, reader
+from torchstack.fingerprint.read import shared_objects
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +140,7 @@ def resolve_stack(stack: Stack, surroundings: Surroundings, folders: Sequence[st
         current = pending.pop(0)
         try:
             obj = loader.read_object(current.path)
-        except (loader.LoaderError, elf.ElfError) as exc:
+        except (loader.LoaderError, reader.ElfError) as exc:
             unreadable.append(f"{current.label}: {exc}")
             continue
         for needed in obj.dynamic.needed:

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal
 
-from torchstack import elf
 from torchstack.doctor.findings import Finding, problem, warning
 from torchstack.doctor.interpreter import Interpreter
 from torchstack.doctor.stack import Placed, Stack, torch_at
 from torchstack.doctor.surroundings import SiteDir, Surroundings
-from torchstack.fingerprint import FingerprintError, provider_fingerprint
+from torchstack.elf import reader
+from torchstack.fingerprint.read import FingerprintError, provider_fingerprint
 
 Kind = Literal["venv", "user", "module", "base", "other"]
 _PYTHON_DIR = re.compile(r"/lib/python(\d+\.\d+)/site-packages/?$")
@@ -99,7 +99,7 @@ def torch_version(folder: str) -> tuple[str, str | None]:
     placed = torch_at(folder)
     try:
         found = provider_fingerprint(placed.dist)
-    except (FingerprintError, elf.ElfError, OSError):
+    except (FingerprintError, reader.ElfError, OSError):
         return placed.dist.version, None
     return found.version, found.abi_tag
 

@@ -11,8 +11,9 @@ import platform
 import re
 from collections.abc import Sequence
 
-from torchstack import cudalibs, symbols
-from torchstack.fingerprint import Fingerprint
+from torchstack import cudalibs
+from torchstack.elf import symbols
+from torchstack.fingerprint.read import Fingerprint
 
 _STEM = re.compile(r"^(.+?)\.so(?:\.(\d+))?")
 _EXTRA_OF = {project: extra for extra, project in cudalibs.TOOLKIT_EXTRAS.items()}

@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from torchstack.compat import Verdict
 from torchstack.doctor.findings import Finding, exit_code
 from torchstack.doctor.interpreter import Interpreter
 from torchstack.doctor.jit import JitReadiness
 from torchstack.doctor.libraries import LibraryUse
 from torchstack.doctor.stack import Consumer
-from torchstack.fingerprint import Fingerprint
+from torchstack.fingerprint.compat import Verdict
+from torchstack.fingerprint.read import Fingerprint
 
 
 @dataclass(frozen=True)

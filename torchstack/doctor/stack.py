@@ -15,10 +15,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from torchstack import elf, symbols
 from torchstack.distributions import Distribution, TreeFiles, normalize_name, tree_distributions
 from torchstack.doctor._dynstr import may_name_torch
-from torchstack.fingerprint import (
+from torchstack.elf import reader, symbols
+from torchstack.fingerprint.read import (
     Fingerprint,
     FingerprintError,
     consumer_fingerprint,
@@ -93,7 +93,7 @@ def _provider(torch: Placed | None) -> tuple[Fingerprint | None, str | None]:
         return None, None
     try:
         return provider_fingerprint(torch.dist), None
-    except (FingerprintError, elf.ElfError, OSError) as exc:
+    except (FingerprintError, reader.ElfError, OSError) as exc:
         return None, str(exc)
 
 
@@ -147,7 +147,7 @@ def _consumers(candidates: Iterable[Placed]) -> Iterator[Consumer]:
             continue
         try:
             found = consumer_fingerprint(placed.dist)
-        except (FingerprintError, elf.ElfError, OSError) as exc:
+        except (FingerprintError, reader.ElfError, OSError) as exc:
             log.debug("%s: not fingerprinted: %s", placed.label, exc)
             continue
         if found is not None:
@@ -163,8 +163,8 @@ def _may_need_torch(dist: Distribution) -> bool:
             with dist.files.open_binary(relpath) as stream:
                 if isinstance(stream, mmap.mmap) and not may_name_torch(stream):
                     continue
-                needed = elf.read_dynamic(stream, dist.describe(relpath)).needed
-        except (elf.ElfError, OSError) as exc:
+                needed = reader.read_dynamic(stream, dist.describe(relpath)).needed
+        except (reader.ElfError, OSError) as exc:
             log.debug("%s: %s", dist.describe(relpath), exc)
             continue
         if symbols.torch_libraries(needed):

@@ -7,7 +7,7 @@ from __future__ import annotations
 from packaging.version import Version
 
 from torchstack import variants
-from torchstack.fingerprint import Fingerprint, TorchFacts, abi_tag
+from torchstack.fingerprint.read import Fingerprint, TorchFacts, abi_tag
 
 
 def cxx11_abi(release: Version, variant: str) -> bool:

@@ -19,9 +19,10 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from torchstack import compat, markers
+from torchstack import markers
 from torchstack.errors import TorchstackError
-from torchstack.fingerprint import Fingerprint
+from torchstack.fingerprint import compat
+from torchstack.fingerprint.read import Fingerprint
 from torchstack.generator import abi
 from torchstack.generator._releasetypes import Request, Resolved, Target, VariantSet
 from torchstack.generator.projects import About

@@ -41,9 +41,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from torchstack import compat
 from torchstack.errors import TorchstackError
-from torchstack.fingerprint import Fingerprint, Link
+from torchstack.fingerprint import compat
+from torchstack.fingerprint.read import Fingerprint, Link
 from torchstack.guards import lua, protocol, sitepackage, tcl
 from torchstack.guards.lua import lua_string
 from torchstack.guards.protocol import (

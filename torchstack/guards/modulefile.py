@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable, Mapping
 
 from torchstack.errors import TorchstackError
-from torchstack.fingerprint import Fingerprint
+from torchstack.fingerprint.read import Fingerprint
 from torchstack.guards import halves
 
 SYNTAXES = ("Lua", "Tcl")

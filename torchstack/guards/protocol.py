@@ -5,7 +5,7 @@ PROVIDER_VARIABLE (its abi tag) and MODULE_VARIABLE (its module), a consumer hal
 itself in CONSUMERS_VARIABLE, and the SitePackage hook reads FINGERPRINT_FILE under a loaded
 module's root. A registration is the fields `<module>|<kind>|<payload>|<provider module>`
 (FIELD_SEPARATOR), entries are joined by DELIMITER, and a payload is `<abi tag>[,<clause>...]`
-(CLAUSE_SEPARATOR; the clauses are compat's, `torchstack.compat.guard_clauses`).
+(CLAUSE_SEPARATOR; the clauses are compat's, `torchstack.fingerprint.compat.guard_clauses`).
 
 The Lua and Tcl texts name these through `@NAME@` placeholders that `fill` replaces, so the
 protocol is written down once, here. Neither language treats the separators as special where

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
-from torchstack.fingerprint import Fingerprint, installation_fingerprints, strongest
-from torchstack.fingerprint_json import load_fingerprint
+from torchstack.fingerprint.fromjson import load_fingerprint
+from torchstack.fingerprint.read import Fingerprint, installation_fingerprints, strongest
 from torchstack.guards.protocol import FINGERPRINT_FILE
 from torchstack.output import replace_file
 

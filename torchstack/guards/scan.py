@@ -46,11 +46,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from torchstack import compat
 from torchstack._files import FileKindError
 from torchstack.distributions import DistributionError, site_packages_of
 from torchstack.errors import TorchstackError
-from torchstack.fingerprint import Fingerprint, installation_fingerprints
+from torchstack.fingerprint import compat
+from torchstack.fingerprint.read import Fingerprint, installation_fingerprints
 from torchstack.guards.moduleloads import ModuleFacts, module_facts
 from torchstack.guards.modulepaths import Hierarchy, Modulepath, read_hierarchy
 from torchstack.guards.moduletree import Resolved, TreeError, read_tree

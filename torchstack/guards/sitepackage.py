@@ -269,7 +269,7 @@ BODY_TEMPLATE = """\
                    reset = true, update = true}
 
    local function spec_clauses(spec, out)
-      -- one PEP 440 clause as guard clauses, as torchstack.compat.specifier_clauses does
+      -- one PEP 440 clause as guard clauses, as fingerprint.compat.specifier_clauses does
       local op, v = spec:match("^%s*([~=!<>]=?=?)%s*([^%s+]+)")
       if not op then return end
       local parts = {}

@@ -37,7 +37,7 @@ def tcl_string(text: str) -> str:
     return '"' + "".join(out) + '"'
 
 
-# torchstack_fits: Lua's fits, for the clauses of torchstack.compat (a new one goes into
+# torchstack_fits: Lua's fits, for the clauses of torchstack.fingerprint.compat (a new one goes into
 # torchstack_holds)
 EVALUATOR_TEMPLATE = """\
 proc torchstack_compare {a b {n 0}} {

@@ -17,7 +17,7 @@ import logging
 import struct
 import zlib
 
-from torchstack import elf, linkclass
+from torchstack.elf import linkclass, reader
 from torchstack.errors import TorchstackError
 from torchstack.index import _zipdir
 from torchstack.index._http import size_text
@@ -93,8 +93,8 @@ def object_symbols(prefix: MemberPrefix) -> tuple[linkclass.ObjectSymbols, str]:
         return found, "tables"
     log.debug("%s: not laid out as GNU ld or lld do; read whole", name)
     stream = io.BytesIO(prefix.need(prefix.member.uncompressed))
-    needed = elf.read_dynamic(stream, name).needed
-    whole = elf.bindings(stream, name)
+    needed = reader.read_dynamic(stream, name).needed
+    whole = reader.bindings(stream, name)
     return linkclass.ObjectSymbols(name, frozenset(needed), whole.undefined, whole.weak,
                                    whole.exports), "whole"
 
@@ -109,7 +109,7 @@ def object_exports(prefix: MemberPrefix) -> frozenset[str]:
     if table is None:
         log.debug("%s: not laid out as GNU ld or lld do; read whole", name)
         stream = io.BytesIO(prefix.need(prefix.member.uncompressed))
-        return elf.bindings(stream, name).exports
+        return reader.bindings(stream, name).exports
     entries, strings, _, _ = table
     return frozenset(strings.at(e[0]) for e in entries if e[3] != 0 and e[0])
 
@@ -141,7 +141,7 @@ def _symbol_table(prefix: MemberPrefix) -> tuple[_Entries, _Strings, int, int] |
     starts; None for a layout other than GNU ld's (hash tables, .dynsym, .dynstr) or lld's
     (.dynsym and .dynstr first, the hash tables after them)."""
     header = prefix.need(_EHDR.size)
-    if header[:4] != elf.ELF_MAGIC:
+    if header[:4] != reader.ELF_MAGIC:
         raise WheelElfError(f"{prefix.member.name!r} is not an ELF file")
     if header[4] != 2 or header[5] != 1:  # 64-bit little-endian only: others are read whole
         return None

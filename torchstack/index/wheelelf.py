@@ -7,7 +7,7 @@ its prefix is inflated as a stream and the reads stop once the tables are in han
 
 How one shared object is read, and when it is read whole or not at all: _elfprefix.
 
-The classification itself is the fingerprint's (torchstack.linkclass, fingerprint.py):
+The classification itself is the fingerprint's (torchstack.elf.linkclass, fingerprint.py):
 the prediction is a `Fingerprint` computed from the same evidence install will see.
 """
 
@@ -21,14 +21,14 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from torchstack import linkclass, symbols
 from torchstack.distributions import (
     Distribution,
     normalize_name,
     parse_headers,
     top_level_modules,
 )
-from torchstack.fingerprint import Fingerprint, built_against_release, consumer_fingerprint
+from torchstack.elf import linkclass, symbols
+from torchstack.fingerprint.read import Fingerprint, built_against_release, consumer_fingerprint
 from torchstack.index import _zipdir
 from torchstack.index._elfprefix import (
     BeyondBound,

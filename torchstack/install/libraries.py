@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from torchstack import loader
+from torchstack.elf import loader
 
 _LIBRARY_DIRS = ("lib", "lib64")
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from torchstack import loader
+from torchstack.elf import loader
 from torchstack.errors import TorchstackError
 
 log = logging.getLogger(__name__)

@@ -37,10 +37,10 @@ from easybuild.tools.build_log import EasyBuildError
 from easybuild.tools.modules import get_software_root, get_software_version
 from easybuild.tools.run import run_shell_cmd
 
-from torchstack import compat
 from torchstack.distributions import DistributionError
 from torchstack.errors import TorchstackError
-from torchstack.fingerprint import Fingerprint
+from torchstack.fingerprint import compat
+from torchstack.fingerprint.read import Fingerprint
 from torchstack.guards import modulefile, record
 from torchstack.install import jitcheck, libraries, permissions, torchcheck, wheels
 

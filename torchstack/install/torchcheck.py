@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from torchstack import compat
 from torchstack.errors import TorchstackError
-from torchstack.fingerprint import Fingerprint, installation_fingerprints, strongest
+from torchstack.fingerprint import compat
+from torchstack.fingerprint.read import Fingerprint, installation_fingerprints, strongest
 from torchstack.guards import record
 from torchstack.symbolcheck import SymbolCheck, verify_installation
 

@@ -27,8 +27,8 @@ from typing import Any, Literal
 
 from packaging.version import InvalidVersion, Version
 
-from torchstack import compat
 from torchstack.errors import TorchstackError
+from torchstack.fingerprint import compat
 from torchstack.guards.scan import InstalledModule, NotChecked, Scan, SwapOutcome, plan_swap
 from torchstack.rollout.recipes import Dependency, Recipe, RecipeError, installed_recipe
 

@@ -33,7 +33,7 @@ from torchstack.doctor.venvrecord import (
     UV_TOML,
     VenvRecord,
 )
-from torchstack.fingerprint import Fingerprint
+from torchstack.fingerprint.read import Fingerprint
 from torchstack.output import replace_file
 from torchstack.venv import VenvError, activate, paths
 from torchstack.venv.pins import (

@@ -26,7 +26,7 @@ from typing import Literal
 from torch_abi_audit import torch_abi, torch_versions
 from torch_abi_audit.demangle import demangle_symbol
 
-from torchstack import symbols
+from torchstack.elf import symbols
 
 log = logging.getLogger(__name__)
 

@@ -33,8 +33,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from torchstack import elf, symbols
 from torchstack._files import MAX_CONFIG, FileKindError, open_regular, read_text
+from torchstack.elf import reader, symbols
 from torchstack.errors import TorchstackError
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,7 @@ class SharedObject:
 
     path: str
     kind: ElfKind
-    dynamic: elf.DynamicInfo
+    dynamic: reader.DynamicInfo
 
 
 @dataclass(frozen=True)
@@ -88,9 +88,9 @@ class Resolution:
 # -- reading objects and candidates -------------------------------------------------------
 
 
-def elf_kind(stream: elf.Stream, name: str) -> ElfKind:
+def elf_kind(stream: reader.Stream, name: str) -> ElfKind:
     """Class, byte order and machine from the ELF header of `stream`."""
-    header = elf.open_elf(stream, name)
+    header = reader.open_elf(stream, name)
     return ElfKind(header.elfclass, header.little_endian, str(header["e_machine"]))
 
 
@@ -98,9 +98,9 @@ def read_object(path: str | os.PathLike[str]) -> SharedObject:
     """Read the kind and dynamic section of the shared object loaded by `path`."""
     name = os.fspath(path)
     try:
-        with elf.map_file(name) as stream:
+        with reader.map_file(name) as stream:
             kind = elf_kind(stream, name)
-            dynamic = elf.read_dynamic(stream, name)
+            dynamic = reader.read_dynamic(stream, name)
     except OSError as exc:
         raise LoaderError(f"cannot read {name!r}: {exc.strerror or exc}") from exc
     return SharedObject(os.path.abspath(name), kind, dynamic)
@@ -111,9 +111,9 @@ def is_candidate(path: str, kind: ElfKind) -> bool:
     if not os.path.isfile(path):
         return False
     try:
-        with elf.map_file(path) as stream:
+        with reader.map_file(path) as stream:
             found = elf_kind(stream, path)
-    except (OSError, elf.ElfError) as exc:
+    except (OSError, reader.ElfError) as exc:
         log.debug("skipping %s: %s", path, exc)
         return False
     if found != kind:
@@ -367,13 +367,13 @@ def iter_shared_objects(root: str | os.PathLike[str]) -> Iterator[str]:
 def _is_elf(path: str) -> bool:
     try:
         with open_regular(path) as handle:  # a FIFO named *.so is skipped, never waited on
-            magic = handle.read(len(elf.ELF_MAGIC))
+            magic = handle.read(len(reader.ELF_MAGIC))
     except (OSError, FileKindError) as exc:
         log.debug("skipping %s: %s", path, exc)
         return False
-    if magic != elf.ELF_MAGIC:
+    if magic != reader.ELF_MAGIC:
         log.debug("skipping %s: named like a shared object but not ELF", path)
-    return magic == elf.ELF_MAGIC
+    return magic == reader.ELF_MAGIC
 
 
 def sonames_under(

@@ -30,7 +30,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from torchstack.errors import TorchstackError
-from torchstack.fingerprint import Fingerprint, abi_tag, runtime_flavour
+from torchstack.fingerprint.read import Fingerprint, abi_tag, runtime_flavour
 
 if TYPE_CHECKING:
     from torchstack.symbolcheck import SymbolCheck

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from packaging.version import InvalidVersion, Version
 
-from torchstack import _version_py, elf, linkclass, symbols, variants
+from torchstack import variants
 from torchstack._files import describe_os_error, kind_of
 from torchstack.distributions import (
     Distribution,
@@ -28,8 +28,10 @@ from torchstack.distributions import (
     site_packages_of,
     tree_distributions,
 )
+from torchstack.elf import linkclass, reader, symbols
+from torchstack.elf.linkclass import Link, LinkEvidence
 from torchstack.errors import TorchstackError
-from torchstack.linkclass import Link, LinkEvidence
+from torchstack.fingerprint import _version_py
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
@@ -214,7 +216,7 @@ def _provider_abi(dist: Distribution) -> bool | None:
         if not dist.files.exists(relpath):
             continue
         with dist.files.open_binary(relpath) as stream:
-            found = elf.defined_symbols(stream, dist.describe(relpath), symbols.ABI_PROBES)
+            found = reader.defined_symbols(stream, dist.describe(relpath), symbols.ABI_PROBES)
         abi = symbols.abi_from_probes(found)
         log.debug("%s: C++11 ABI %s from %s", dist.name, abi, sorted(found))
         if abi is not None:
@@ -226,7 +228,8 @@ def _provider_cuda_major(dist: Distribution, torch: TorchFacts) -> int | None:
     relpath = _TORCH_LIB_DIR + "libc10_cuda.so"
     if dist.files.exists(relpath):
         with dist.files.open_binary(relpath) as stream:
-            major = symbols.cuda_major_of(elf.read_dynamic(stream, dist.describe(relpath)).needed)
+            needed = reader.read_dynamic(stream, dist.describe(relpath)).needed
+            major = symbols.cuda_major_of(needed)
         if major is not None:
             return major
     return int(torch.cuda.split(".")[0]) if torch.cuda else None
@@ -290,8 +293,8 @@ def scan_binaries(dist: Distribution) -> LinkEvidence:
             continue
         with dist.files.open_binary(relpath) as stream:
             label = dist.describe(relpath)
-            needed = elf.read_dynamic(stream, label).needed
-            found = elf.bindings(stream, label)
+            needed = reader.read_dynamic(stream, label).needed
+            found = reader.bindings(stream, label)
         evidence.add(linkclass.ObjectSymbols(label, frozenset(needed), found.undefined,
                                              found.weak, found.exports))
     return evidence

@@ -19,8 +19,8 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from torchstack._files import describe_os_error, read_regular
-from torchstack._version_py import CUDA_VERSION, HIP_VERSION
-from torchstack.fingerprint import SCHEMA, Fingerprint, FingerprintError, TorchFacts
+from torchstack.fingerprint._version_py import CUDA_VERSION, HIP_VERSION
+from torchstack.fingerprint.read import SCHEMA, Fingerprint, FingerprintError, TorchFacts
 
 # A fingerprint is a few hundred bytes; anything much larger is not one.
 MAX_FILE_SIZE = 1024 * 1024

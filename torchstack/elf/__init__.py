@@ -1,0 +1,8 @@
+"""ELF reading and loading, one subject: `reader` reads the dynamic section and dynamic symbols
+of a shared object through pyelftools; `symbols` says what libtorch's symbol and library names
+mean (and which names are shared objects); `linkclass` decides how a consumer links libtorch;
+`loader` finds each DT_NEEDED library as glibc's ld.so would.
+
+Nothing is imported here: each command loads only the modules it uses (pyelftools and
+torch-abi-audit cost tens of milliseconds a process).
+"""
