@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 __all__ = ["TRITON_PROJECTS", "Variant", "cuda_tag", "is_triton", "offered_by", "parse"]
@@ -60,4 +59,6 @@ def cuda_tag(version: Version) -> str:
 
 def is_triton(project: str) -> bool:
     """Whether `project` is one of the Triton wheels a torch variant requires."""
+    from packaging.utils import canonicalize_name  # here: packaging.tags comes with it (8 ms)
+
     return canonicalize_name(project) in TRITON_PROJECTS

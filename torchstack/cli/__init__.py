@@ -1,14 +1,17 @@
 """The `torchstack` command: one small module a subcommand, `main(argv)` callable from tests.
 
-Building the parser imports only the subcommand modules, which import what they run on
-(fingerprint, compat, pyelftools, packaging) inside `execute`: `torchstack --help` and the
-path subcommands stay cheap, and each subcommand pays only for its own imports.
+Each subcommand module imports what it runs on (fingerprint, compat, pyelftools, packaging)
+inside `execute`, and a command line that names its subcommand imports that subcommand's
+module alone: the others are only named to argparse. `torchstack --help` (or an unknown
+subcommand) configures every one. So each subcommand pays only for its own imports
+(`torchstack fingerprint`, bench/fingerprint.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import logging
 import os
 import select
@@ -43,42 +46,44 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_USAGE)
 
 
-def _subcommands() -> list[ModuleType]:
-    from torchstack.cli import (
-        catalog,
-        check,
-        classify,
-        doctor,
-        easyblocks_path,
-        easyconfigs,
-        easyconfigs_path,
-        envmodules_siteconfig,
-        fingerprint,
-        generate,
-        hooks_path,
-        jobs,
-        lmod_sitepackage,
-        rollout,
-        scan,
-        venv,
-    )
-
-    return [fingerprint, check, classify, generate, catalog, easyconfigs, easyblocks_path,
-            hooks_path, easyconfigs_path, scan, rollout, lmod_sitepackage,
-            envmodules_siteconfig, doctor, jobs, venv]
+# The subcommands in the order --help lists them; each is the module torchstack.cli.<name with
+# '_' for '-'>, whose NAME it is.
+COMMANDS = ("fingerprint", "check", "classify", "generate", "catalog", "easyconfigs",
+            "easyblocks-path", "hooks-path", "easyconfigs-path", "scan", "rollout",
+            "lmod-sitepackage", "envmodules-siteconfig", "doctor", "jobs", "venv")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def subcommand(name: str) -> ModuleType:
+    """The module of the subcommand `name` (one of COMMANDS)."""
+    return importlib.import_module(f"torchstack.cli.{name.replace('-', '_')}")
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every subcommand; with `only`, that one is configured and the others are
+    only named (argparse still knows every choice, and no other module is imported)."""
     parser = _Parser(prog=PROG, description="PyTorch software stacks for EasyBuild and Lmod.")
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log each decision")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.required = True
-    for module in _subcommands():
-        sub = commands.add_parser(module.NAME, help=module.HELP, description=module.HELP)
+    for name in COMMANDS:
+        if only is not None and name != only:
+            commands.add_parser(name)
+            continue
+        module = subcommand(name)
+        sub = commands.add_parser(name, help=module.HELP, description=module.HELP)
         module.configure_parser(sub)
         sub.set_defaults(execute=module.execute)
     return parser
+
+
+def named_command(argv: Sequence[str]) -> str | None:
+    """The subcommand a command line names before anything but -v, else None (then every
+    subcommand is configured, as --help and argparse's errors need)."""
+    for arg in argv:
+        if arg not in ("-v", "--verbose"):
+            return arg if arg in COMMANDS else None
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -130,7 +135,7 @@ def _terminate_raises() -> Iterator[None]:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser(named_command(sys.argv[1:] if argv is None else argv)).parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format=f"{PROG}: %(name)s: %(message)s",

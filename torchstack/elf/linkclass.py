@@ -23,9 +23,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from torch_abi_audit import torch_abi, torch_versions
-from torch_abi_audit.demangle import demangle_symbol
-
 from torchstack.elf import symbols
 
 log = logging.getLogger(__name__)
@@ -118,6 +115,9 @@ class LinkEvidence:
 
     def minimum_torch(self) -> str | None:
         """The oldest torch release that has every stable shim used (torch-abi-audit's data)."""
+        # imported here: torch-abi-audit costs ~10 ms, and a provider's fingerprint never asks
+        from torch_abi_audit import torch_versions
+
         version, defining, unknown = torch_versions.minimum_version(self.stable_symbols)
         if version is None:
             return None
@@ -129,6 +129,9 @@ class LinkEvidence:
 
 def cxx_symbols(undefined: Iterable[str]) -> list[str]:
     """The undefined symbols that bind an object to libtorch's C++ API (both rules)."""
+    from torch_abi_audit import torch_abi  # here: only consumers' objects need it
+    from torch_abi_audit.demangle import demangle_symbol
+
     found = set(symbols.torch_cxx_symbols(undefined))
     for name in undefined:
         if name not in found and name.startswith("_Z") \
