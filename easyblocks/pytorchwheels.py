@@ -21,8 +21,8 @@ from easybuild.tools.run import run_shell_cmd
 
 from torchstack import TorchstackError, cudalibs, wheeltags
 from torchstack.distributions import importable_top_level
-from torchstack.install import libraries, pthsearch, runpath, steps
-from torchstack.install.wheels import install_command, start_removal
+from torchstack.install import background, libraries, pthsearch, runpath, steps
+from torchstack.install.wheels import install_command
 
 CUDA_LIBS_CHOICES = ('wheels', 'modules')
 
@@ -62,11 +62,14 @@ class PyTorchWheels(PythonBundle):
             raise EasyBuildError("torchstack: cuda_libs_rpath = True needs cuda_libs = 'modules', not %r",
                                  self.cfg['cuda_libs'])
         self.fingerprint = None
-        self.import_names = []
-        self._cache_removal = None
-        self._bytecode_compile = None
-        self._import_check = None
+        self.background = background.BackgroundWork(self)  # byte-compile, checks: beside the steps
         self._pth_searches = None
+
+    def run_all_steps(self, *args, **kwargs):
+        """Also: the background work that no step waited for, because a step failed (or eb
+        --stop), is stopped (on a failure) or waited for when the steps end."""
+        with self.background:
+            return super().run_all_steps(*args, **kwargs)
 
     def install_all_extensions(self, install=True):
         """Install every wheel at once with the fast installer; anything else as PythonBundle does."""
@@ -80,7 +83,7 @@ class PyTorchWheels(PythonBundle):
         explicit = {e[0] for e in self.cfg['exts_list'] if len(e) > 2 and 'modulename' in e[2]}
         for ext in wheels:
             if ext.name not in explicit:
-                self.import_names.extend(importable_top_level(Path(ext.src)))
+                self.background.will_import(importable_top_level(Path(ext.src)))
                 ext.options['modulename'] = False
             # What each extension's own install would have probed (prepare_python): without it,
             # its sanity check runs five Python and shell probes, 5 s for a CUDA stack's 20 wheels.
@@ -92,10 +95,10 @@ class PyTorchWheels(PythonBundle):
             run_shell_cmd(' '.join(cmd))
         finally:
             # Deleted while the installation is checked; joined at the end of the sanity check.
-            self._cache_removal = start_removal(self.installdir)
+            self.background.start_cache_removal()
         # Byte-compiled while the installation is checked and the module written; waited for
         # at the permissions step, which must see every file.
-        self._bytecode_compile = steps.start_bytecode_compile(self)
+        self.background.start_bytecode_compile()
         for line in cudalibs.write_stand_ins(Path(self.installdir) / self.pylibdir, cuda_plan):
             self.log.info("torchstack: %s", line)
         others = [ext for ext in self.ext_instances if ext not in wheels]
@@ -158,51 +161,37 @@ class PyTorchWheels(PythonBundle):
         toolchain, a C++ extension builds against torch (also beside EasyBuild's checks)."""
         # The files are in place: from here PythonBundle searches them for .pth files once.
         self._pth_searches = {}
-        library_check = self._start_library_check()
-        extension_check = None
-        if self._has_cxx_compiler() and self.fingerprint is not None:
-            extension_check = steps.start_extension_check(self)
+        self.background.start_checks(self._library_search_path(),
+                                     extension=self._has_cxx_compiler() and self.fingerprint is not None)
         try:
             self._check_declared_torch()
             super().sanity_check_step(*args, **kwargs)
         finally:
-            if self._cache_removal is not None:
-                self._cache_removal.join()
-            import_check, self._import_check = self._import_check, None
-            finishers = [lambda: steps.finish_library_check(self, library_check)]
-            if import_check is not None:
-                finishers.append(lambda: steps.finish_import_check(self, import_check))
-            if extension_check is not None:
-                finishers.append(lambda: steps.finish_extension_check(self, extension_check))
-            steps.finish_all(finishers)
+            self.background.finish_checks()
 
     def sanity_check_load_module(self, *args, **kwargs):
         """Also: once the module is loaded, start the one import of all the wheels install."""
         fake_mod_data = super().sanity_check_load_module(*args, **kwargs)
-        if self.import_names and self.sanity_check_module_loaded and self._import_check is None:
-            self._import_check = steps.start_import_check(self, self.import_names)
+        if self.sanity_check_module_loaded:
+            self.background.start_import_check()
         return fake_mod_data
 
     def permissions_step(self):
         """Also: wait for the byte-compile first, so that its files get the installation's
         permissions (it runs beside the sanity check and the module step); then EasyBuild's
         step, reading the installation once instead of six times."""
-        if self._bytecode_compile is not None:
-            running, self._bytecode_compile = self._bytecode_compile, None
-            steps.finish_bytecode_compile(self, running)
+        self.background.finish_bytecode_compile()
         steps.adjust_permissions(self, super().permissions_step)
 
     def _has_cxx_compiler(self):
         """A toolchain with a compiler: a tiny torch C++ extension is built with it at sanity check."""
         return not self.toolchain.is_system_toolchain() and bool(self.toolchain.comp_family())
 
-    def _start_library_check(self):
+    def _library_search_path(self):
         """With the CUDA modules in the RPATH, without LD_LIBRARY_PATH or the modules' folders."""
         if self._rpath_cuda_libs():
-            search_path = []
-        else:
-            search_path = libraries.search_path(os.environ.get('LD_LIBRARY_PATH', ''), steps.dependency_roots(self))
-        return steps.start_library_check(self, search_path)
+            return []
+        return libraries.search_path(os.environ.get('LD_LIBRARY_PATH', ''), steps.dependency_roots(self))
 
     def _check_declared_torch(self):
         torch_exts = [e for e in self.cfg['exts_list'] if isinstance(e, tuple) and e[0] == 'torch']

@@ -1,11 +1,11 @@
-"""install.steps.finish_all waits for every check that runs in a thread before it reports."""
+"""install.background.finish_all waits for every check that runs in a thread before it reports."""
 
 from __future__ import annotations
 
 import pytest
 from easybuild.tools.build_log import EasyBuildError
 
-from torchstack.install.steps import finish_all
+from torchstack.install.background import finish_all
 
 
 def test_every_finisher_runs_and_all_failures_are_reported() -> None:

@@ -6,13 +6,10 @@ easyblocks stay glue and record the same fingerprint file, whatis line and guard
 - post-processing: fingerprint the installation, refuse consumers that do not fit the torch
   under them, write `<installdir>/easybuild/torchstack-fingerprint.json` (`record_fingerprint`,
   which the hooks file calls for installations of any other easyblock too);
-- install: byte-compile the installation after the installer, in a thread beside the
-  post-processing, the sanity check and the module step (`start_bytecode_compile`);
-- sanity check: every shared object finds its libraries, the installed torch is the one the
-  easyconfig declares, everything the wheels install imports in the module's environment, a
-  C++ extension builds against it (`start_library_check`, `check_declared_torch`,
-  `start_import_check`, `start_extension_check`; the slow ones run beside EasyBuild's own
-  sanity commands, and `finish_all` waits for every one of them before reporting);
+- sanity check: every shared object finds its libraries, in a thread beside EasyBuild's own
+  sanity commands (`start_library_check`, `finish_library_check`), and the installed torch is
+  the one the easyconfig declares (`check_declared_torch`); PyTorchWheels' other work beside
+  the steps (byte-compile, import and C++ extension checks) is install.background's;
 - permissions: EasyBuild's step reading the installation once (`adjust_permissions`);
 - module file: the consumer half before the dependency on PyTorch, the provider half at the
   end (`consumer_module_dep`, `provider_module_extra`); with `eb --module-only` no step has
@@ -24,25 +21,20 @@ easyblocks stay glue and record the same fingerprint file, whatis line and guard
 from __future__ import annotations
 
 import os
-import shlex
-import shutil
-import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from easybuild.tools.build_log import EasyBuildError
 from easybuild.tools.modules import get_software_root, get_software_version
-from easybuild.tools.run import run_shell_cmd
 
 from torchstack.distributions import DistributionError
 from torchstack.errors import TorchstackError
 from torchstack.fingerprint import compat
 from torchstack.fingerprint.read import Fingerprint
 from torchstack.guards import modulefile, record
-from torchstack.install import jitcheck, libraries, permissions, torchcheck, wheels
+from torchstack.install import libraries, permissions, torchcheck
 
 EasyBlock = Any  # easybuild.framework.easyblock.EasyBlock
 T = TypeVar("T")
@@ -124,10 +116,10 @@ def start_library_check(block: EasyBlock, search_path: list[str]) -> LibraryChec
                                                             site_packages)
         return failures, notes, time.perf_counter() - start
 
-    return _in_thread(resolve)
+    return in_thread(resolve)
 
 
-def _in_thread(task: Callable[[], T]) -> Future[T]:
+def in_thread(task: Callable[[], T]) -> Future[T]:
     """Run `task` in a thread of its own, beside what the step does next."""
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="torchstack")
     future = pool.submit(task)
@@ -149,66 +141,6 @@ def finish_library_check(block: EasyBlock, check: LibraryCheck) -> None:
                              "\n".join(failures[:20]))
 
 
-def finish_all(finishers: list[Callable[[], None]]) -> None:
-    """Call every finisher, so that no check is left running in its thread unreported; then
-    raise the EasyBuildError of the one that failed, or one with the messages of all."""
-    errors = []
-    for finish in finishers:
-        try:
-            finish()
-        except EasyBuildError as err:
-            errors.append(err)
-    if len(errors) == 1:
-        raise errors[0]
-    if errors:
-        raise EasyBuildError("%s", "\n".join(str(err.msg) for err in errors))
-
-
-def start_command(block: EasyBlock, command: list[str], env: dict[str, str] | None = None,
-                  work_dir: str | None = None) -> Future[tuple[Any, float]]:
-    """Run `command` (no shell) with run_shell_cmd in a thread, beside what the step does next,
-    in `work_dir` (default: the build folder); the future holds its result and its seconds."""
-
-    def run() -> tuple[Any, float]:
-        start = time.perf_counter()
-        result = run_shell_cmd(command, env=env, fail_on_error=False, hidden=True,
-                               asynchronous=True, work_dir=work_dir or block.builddir,
-                               use_bash=False)
-        return result, time.perf_counter() - start
-
-    return _in_thread(run)
-
-
-def _waited(block: EasyBlock, what: str, command: Future[tuple[Any, float]]) -> Any:
-    """The result of `start_command`, with a timing line (bench/install.py reads these)."""
-    start = time.perf_counter()
-    result, seconds = command.result()
-    block.log.info("torchstack: %s took %.3f s, waited for %.3f s", what, seconds,
-                   time.perf_counter() - start)
-    return result
-
-
-def start_bytecode_compile(block: EasyBlock) -> Future[tuple[Any, float]]:
-    """Byte-compile the installed site-packages on the cores EasyBuild may use (its parallel
-    setting), beside the post-processing, the sanity check and the module step (which pip and
-    uv would make wait); `finish_bytecode_compile` waits, before the permissions step."""
-    site_packages = os.path.join(block.installdir, block.pylibdir)
-    return start_command(block, wheels.compile_command(block.python_cmd, site_packages,
-                                                       block.cfg.parallel))
-
-
-def finish_bytecode_compile(block: EasyBlock, command: Future[tuple[Any, float]]) -> None:
-    """Wait for `start_bytecode_compile`; files that do not compile are logged, as pip and uv
-    skip them; any other failure raises."""
-    result = _waited(block, "byte-compile", command)
-    if result.exit_code == 1:
-        block.log.warning("torchstack: some files do not byte-compile, left as sources:\n%s",
-                          result.output[-3000:])
-    elif result.exit_code != 0:
-        raise EasyBuildError("torchstack: byte-compiling the installation failed (exit code "
-                             "%s):\n%s", result.exit_code, result.output[-3000:])
-
-
 def adjust_permissions(block: EasyBlock, permissions_step: Callable[[], None]) -> None:
     """Run EasyBuild's `permissions_step`, reading the installation once
     (`permissions.read_once`), with a line for its own time, apart from the wait for the
@@ -218,68 +150,6 @@ def adjust_permissions(block: EasyBlock, permissions_step: Callable[[], None]) -
         permissions_step()
     block.log.info("torchstack: permissions step, reading the installation once, took %.3f s",
                    time.perf_counter() - start)
-
-
-def without_bytecode(environ: Mapping[str, str]) -> dict[str, str]:
-    """`environ` for a check that imports from the installation while it is byte-compiled:
-    the import must not write .pyc files of its own (PYTHONDONTWRITEBYTECODE). The byte-compile
-    leaves fresh ones alone, and an import's differ: timestamp-based where SOURCE_DATE_EPOCH
-    asks for checked hashes, and marshalled from a running program, so that some files (15 of
-    the 733 that `import torch` loads) are not compileall's bytes."""
-    return dict(environ, PYTHONDONTWRITEBYTECODE="1")
-
-
-@dataclass(frozen=True)
-class ImportCheck:
-    """A running `start_import_check`: the command's future, its folder, its text."""
-
-    running: Future[tuple[Any, float]]
-    work_dir: str
-    text: str
-
-
-def start_import_check(block: EasyBlock, names: list[str]) -> ImportCheck:
-    """Import `names` in one Python, in the environment of the module the sanity check has
-    just loaded, from an empty folder (as EasyBuild runs its sanity check commands), in a
-    thread beside the rest of the sanity check; `finish_import_check` reports it."""
-    work_dir = tempfile.mkdtemp(prefix="torchstack-import-check-")
-    command = [block.python_cmd, "-c", "import " + ", ".join(names)]
-    return ImportCheck(start_command(block, command, env=without_bytecode(os.environ),
-                                     work_dir=work_dir),
-                       work_dir, shlex.join(command))
-
-
-def finish_import_check(block: EasyBlock, check: ImportCheck) -> None:
-    """Wait for `start_import_check`; raise with its output if the import failed."""
-    try:
-        result = _waited(block, "import check", check.running)
-    finally:
-        shutil.rmtree(check.work_dir, ignore_errors=True)
-    if result.exit_code != 0:
-        raise EasyBuildError("torchstack: sanity check command %s failed with exit code %s "
-                             "(output: %s)", check.text, result.exit_code, result.output)
-    block.log.info("torchstack: sanity check command %s ran successfully (output: %s)",
-                   check.text, result.output)
-
-
-def start_extension_check(block: EasyBlock) -> Future[tuple[Any, float]]:
-    """The C++ extension check (`jitcheck`) in a thread, beside the sanity check's commands:
-    torch from the installation (PYTHONPATH), the toolchain from the build environment;
-    `finish_extension_check` reports it."""
-    script = jitcheck.write_script(block.builddir)
-    site_packages = os.path.join(block.installdir, block.pylibdir)
-    env = dict(without_bytecode(os.environ), PYTHONPATH=os.pathsep.join(
-        p for p in (site_packages, os.environ.get("PYTHONPATH")) if p))
-    return start_command(block, [block.python_cmd, str(script)], env)
-
-
-def finish_extension_check(block: EasyBlock, check: Future[tuple[Any, float]]) -> None:
-    """Wait for `start_extension_check`; raise with the end of its output if it failed."""
-    result = _waited(block, "C++ extension build", check)
-    if result.exit_code != 0 or jitcheck.SUCCESS not in result.output:
-        raise EasyBuildError("torchstack: a C++ extension does not build against torch with "
-                             "this toolchain (exit code %s):\n%s", result.exit_code,
-                             result.output[-3000:])
 
 
 def check_declared_torch(fingerprint: Fingerprint | None, version: str | None,

@@ -1,0 +1,83 @@
+"""Ending a command that EasyBuild's run_shell_cmd runs, with every process it started.
+
+run_shell_cmd hands out no process handle: it returns once the command has ended. A command
+that background.BackgroundWork runs in a thread is found instead as this process's child with
+the command's arguments (run without a shell, the child is the command itself), and ended
+together with its descendants: the byte-compile's worker processes would otherwise wait for
+work from a parent that is gone. Read from /proc, as on Linux, where EasyBuild runs; where a
+command's process cannot be found there, it is not signalled and ends in its own time.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator, Sequence
+
+from torchstack import _files
+
+PROC = "/proc"
+MAX_PROC_FILE = 1 << 20  # /proc/PID/stat is a line; cmdline the arguments (a few kB here)
+
+
+def _read(pid: int, name: str) -> bytes | None:
+    """/proc/PID/NAME, or None when the process has gone meanwhile."""
+    try:
+        return _files.read_regular(os.path.join(PROC, str(pid), name), limit=MAX_PROC_FILE)
+    except (OSError, _files.FileKindError):
+        return None
+
+
+def _parent_of(stat_line: bytes) -> int:
+    # `PID (COMM) STATE PPID ...`: COMM may hold spaces and parentheses, the last ')' ends it
+    return int(stat_line.rpartition(b")")[2].split()[1])
+
+
+def parents() -> dict[int, int]:
+    """Every running process and its parent, as /proc shows them now."""
+    found: dict[int, int] = {}
+    try:
+        entries = list(os.scandir(PROC))
+    except OSError:  # no /proc: nothing found, nothing signalled
+        return found
+    for entry in entries:
+        if entry.name.isdigit():
+            line = _read(int(entry.name), "stat")
+            if line:
+                found[int(entry.name)] = _parent_of(line)
+    return found
+
+
+def descendants(pid: int, parent_of: dict[int, int]) -> list[int]:
+    """The processes below `pid`, children before their own children."""
+    below, level = [], [pid]
+    while level:
+        level = [child for child, parent in parent_of.items() if parent in level]
+        below.extend(level)
+    return below
+
+
+def children_running(argv: Sequence[str], parent_of: dict[int, int]) -> Iterator[int]:
+    """This process's children running `argv`: those whose arguments end with its arguments
+    after the program (a program run through a `#!` line shows its interpreter first)."""
+    tail = [os.fsencode(arg) for arg in (argv[1:] or argv)]
+    for pid, parent in parent_of.items():
+        if parent == os.getpid():
+            cmdline = _read(pid, "cmdline")
+            if cmdline and cmdline.split(b"\0")[:-1][-len(tail):] == tail:
+                yield pid
+
+
+def end_command(argv: Sequence[str], sig: int = signal.SIGTERM) -> list[int]:
+    """Send `sig` to each child running `argv` and to everything it started; the processes
+    signalled (none when the command has not started yet or has ended)."""
+    parent_of = parents()
+    signalled = []
+    for pid in list(children_running(argv, parent_of)):
+        for target in [pid, *descendants(pid, parent_of)]:
+            try:
+                os.kill(target, sig)
+            except ProcessLookupError:  # ended meanwhile
+                continue
+            signalled.append(target)
+    return signalled
