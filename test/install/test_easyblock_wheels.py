@@ -309,3 +309,36 @@ def test_pyc_files_are_the_byte_compiles_under_source_date_epoch(
     assert len(flags) > 2000
     timestamped = [str(p.relative_to(site)) for p, f in flags.items() if f != 0b11]
     assert timestamped == []  # every one a checked hash (py_compile.PycInvalidationMode)
+
+
+def test_byte_compile_ended_when_a_step_fails(eb_env: EasyBuildEnv, real_wheel: Factory,
+                                              tmp_path: Path) -> None:
+    # The sanity check fails at once (the easyconfig declares another torch) while torch is
+    # byte-compiled: eb reports that error alone, and the byte-compile, which no step waited
+    # for, is stopped (or has just ended) and logged, none of its processes left behind
+    env = EasyBuildEnv(tmp_path / "eb", eb_env.python_root).setup()
+    wheel = real_wheel("torch-2.13.0")
+    env.stage_source("PyTorch", wheel)
+    easyconfig = wheel_easyconfig(env.root / "PyTorch-2.13.0-whl.eb", "PyTorch", "2.13.0",
+                                  [("torch", "2.13.0+cpu", wheel, sha256(wheel))],
+                                  extra="torchstack_abi_tag = 'torch-2.13.0-cxx11-cu13'\n")
+    result = env.eb(easyconfig)
+    assert result.returncode != 0
+    assert ("installed torch is torch-2.13.0-cxx11-cpu, the easyconfig declares "
+            "torch-2.13.0-cxx11-cu13") in result.stdout
+    found = re.search(r"Results of the build can be found in the log file\(s\) (\S+)",
+                      result.stdout)
+    assert found is not None, result.stdout[-3000:]
+    log = Path(found.group(1)).read_text()
+    assert re.search(r"torchstack: byte-compile (stopped after [\d.]+ s: a step failed before "
+                     r"it was waited for|took [\d.]+ s, no step waited for it)", log)
+    site = str(env.installpath / "software" / "PyTorch" / "2.13.0-whl" / "lib")
+    left = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if proc.name.isdigit() and site.encode() in cmdline:
+            left.append(cmdline.replace(b"\0", b" ").decode())
+    assert not left
