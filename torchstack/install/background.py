@@ -98,7 +98,8 @@ def _remove_own_dir(command: Command) -> None:
 
 def stop_command(command: Command) -> bool:
     """End `command`'s process and what it started, until its thread has the result (the
-    process may not have started yet); whether any process was signalled."""
+    process may not have started yet); whether any process was signalled. A process that
+    cannot be found (see _processes) is not signalled: the command is waited for instead."""
     sig, signalled = signal.SIGTERM, False
     deadline = time.monotonic() + GRACE
     while not command.running.done():
