@@ -22,8 +22,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from torchstack._files import read_regular
-from torchstack.rollout._rcfiles import MAX_RC_BYTES, RC_FILES, RcFileError
+from torchstack._files import MAX_CONFIG, read_regular
+from torchstack.rollout._rcfiles import RC_FILES, RcFileError
 
 # The staging names of torchstack's atomic writers: `.NAME.tmp-` and 8 hex digits.
 _NAMES = "|".join(re.escape(name) for name in RC_FILES.values())
@@ -154,7 +154,7 @@ def _old(target: Path) -> bytes | None:
     if not os.path.lexists(target):
         return None
     try:
-        return read_regular(target, RcFileError, limit=MAX_RC_BYTES)
+        return read_regular(target, RcFileError, limit=MAX_CONFIG)  # as scan reads them
     except OSError as exc:
         raise RcFileError(f"cannot read {str(target)!r}: {exc.strerror or exc}") from exc
 

@@ -18,13 +18,12 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from torchstack._files import read_text
+from torchstack._files import MAX_CONFIG, read_text
 from torchstack.rollout.plan import RolloutError
 
 RC_FILES = {"lua": ".modulerc.lua", "tcl": ".modulerc"}
 DEFAULT_LINK = "default"
 VERSION_FILE = ".version"
-MAX_RC_BYTES = 1 << 20  # a site's rc file holds a few lines; a few thousand at most
 BEGIN = "torchstack rollout: begin"
 BEGIN_LINE = f"{BEGIN} (written by `torchstack rollout`, replaced when run again)"
 END = "torchstack rollout: end"
@@ -52,7 +51,7 @@ def read_rc(path: Path) -> RcText:
     if not os.path.lexists(path):
         return RcText(path, False, (), ())
     try:
-        text = read_text(path, MAX_RC_BYTES, RcFileError)
+        text = read_text(path, MAX_CONFIG, RcFileError)
     except OSError as exc:
         raise RcFileError(f"cannot read {str(path)!r}: {exc.strerror or exc}") from exc
     kept, pairs = _split(text)
