@@ -154,7 +154,8 @@ def _check_library(pin: Pin, library: Library, wanted: Version, provided: Provid
 
 
 def series_problem(have: Version, wanted: Version) -> Literal["another series", "older"] | None:
-    """The CUDA series rule, for the easyblock and the generator alike: a library of version
+    """The CUDA series rule (docs/design.rst, "The CUDA series rule"), for the easyblock and
+    the generator alike: a library of version
     `have` stands in for a pin on `wanted` when it is of the same major (the same minor too for
     0.x: cuSPARSELt 0.7 and 0.8 are not interchangeable) and not older in major.minor."""
     if have.major != wanted.major or (wanted.major == 0 and have.minor != wanted.minor):

@@ -1,4 +1,7 @@
-"""Whether a wheel fits a Python version and a host architecture, by PEP 425 tags."""
+"""Whether a wheel fits a Python version and a host architecture, by PEP 425 tags.
+
+The rule: docs/design.rst, "Wheel tags".
+"""
 
 from __future__ import annotations
 

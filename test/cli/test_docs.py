@@ -126,3 +126,59 @@ def test_commands_are_found() -> None:
     assert len(names & set(_subparsers())) >= 10, names
     assert sum(len(options) for _, options in commands) >= 30, commands
     assert {"generate", "doctor", "venv", "rollout", "scan", "check"} <= names
+
+
+# -- pointers from the code to docs/design.rst ----------------------------------------------
+
+DESIGN = ROOT / "docs" / "design.rst"
+POINTED_FROM = sorted([*(ROOT / "torchstack").rglob("*.py"), *(ROOT / "easyblocks").glob("*.py")])
+# `docs/design.rst, "Title"` or `docs/design.rst ("Title")`, wrapped over lines of a docstring
+# or of a comment; a mention without a quoted title right after it names no section.
+_POINTER = re.compile(r'docs/design\.rst(?P<title>[\s,(#]*"[^"]+")?')
+_UNDERLINE = re.compile(r"^([=\-~^\"'*+#`:.])\1+$")
+
+
+def section_titles(text: str) -> set[str]:
+    """The section titles of a reStructuredText document (underlined, overlined or not)."""
+    lines = text.splitlines()
+    return {line.strip() for line, under in zip(lines, lines[1:])
+            if line.strip() and not line[0].isspace() and not _UNDERLINE.match(line.strip())
+            and _UNDERLINE.match(under) and len(under) >= len(line.strip())}
+
+
+def design_pointers(path: Path) -> Iterator[str | None]:
+    """The section title each mention of docs/design.rst names in `path`, None for none."""
+    for match in _POINTER.finditer(path.read_text(encoding="utf-8")):
+        title = match.group("title")
+        yield None if title is None else " ".join(title.split('"')[1].split())
+
+
+class TestDesignPointers:
+    def test_section_titles(self) -> None:
+        # the parser on a small document: over- and underlined titles, a table is no title
+        text = ("=====\nTop\n=====\n\nRule one\n--------\n\n===  ===\na    b\n===  ===\n\n"
+                "Too long a title\n-----\n")
+        assert section_titles(text) == {"Top", "Rule one"}
+
+    def test_design_pointers(self, tmp_path: Path) -> None:
+        # the forms the code uses, wrapped as docstrings and comments wrap them
+        source = tmp_path / "m.py"
+        source.write_text('"""See docs/design.rst, "The guard\n    protocol"; docs/design.rst\n'
+                          '("Wheel tags")."""\n# (docs/design.rst,\n# "Link classes")\n'
+                          '# docs/design.rst says so\n', encoding="utf-8")
+        assert list(design_pointers(source)) == ["The guard protocol", "Wheel tags",
+                                                 "Link classes", None]
+
+    @pytest.mark.parametrize("path", POINTED_FROM, ids=_relative)
+    def test_pointers_name_sections(self, path: Path) -> None:
+        titles = section_titles(DESIGN.read_text(encoding="utf-8"))
+        wrong = [title for title in design_pointers(path) if title not in titles]
+        assert not wrong, (f"{_relative(path)} points at docs/design.rst sections that do not "
+                           f"exist (None: no quoted title after the name): {wrong}")
+
+    def test_pointers_are_found(self) -> None:
+        """Not vacuous: the rules' modules point at their sections."""
+        found = {title for path in POINTED_FROM for title in design_pointers(path)}
+        assert {"The fingerprint", "Compatibility rules", "The guard protocol",
+                "Symbol verification", "The CUDA series rule", "Wheel tags",
+                "How Lmod resolves a load", "The abi tag of an official wheel"} <= found, found

@@ -1,4 +1,5 @@
-"""How a consumer links libtorch, from the dynamic symbols and DT_NEEDED of its shared objects.
+"""How a consumer links libtorch, from the dynamic symbols and DT_NEEDED of its shared objects
+(docs/design.rst, "Link classes").
 
 One rule set for both readers: the install-time fingerprint (whole files on disk) and the
 prediction before install (torchstack.index.wheelelf, range reads of a remote wheel). Both

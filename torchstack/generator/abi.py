@@ -1,6 +1,7 @@
 """The abi_tag an official torch wheel provides, known from its version and variant alone:
 which releases were built with the C++11 ABI, and the CUDA or ROCm runtime of the variant.
-Source builds record theirs at install, from the built library."""
+Source builds record theirs at install, from the built library. The rule: docs/design.rst,
+"The abi tag of an official wheel"."""
 
 from __future__ import annotations
 

@@ -5,7 +5,8 @@ Every `-CUDA-x` PyTorch and Triton module depends on a CUDA module, as upstream'
 ptxas, the headers and CUDA_HOME are what JIT-compiled extensions and Triton need at run time,
 whichever way the libraries come. `cuda_libs = 'auto'` takes the modules when the robot path
 has every library module, built with that CUDA, in a version that satisfies torch's pin, and
-the wheels otherwise; each pin's verdict is kept for the report.
+the wheels otherwise; each pin's verdict is kept for the report. Both choices apply
+cudalibs.series_problem (docs/design.rst, "The CUDA series rule").
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Lmod's order of module versions: the highest one is a folder's default when none is marked.
+"""Lmod's order of module versions: the highest one is a folder's default when none is marked
+(docs/design.rst, "How Lmod resolves a load").
 
 A port of Lmod's `parseVersion` (parseVersion.lua, 8.6): numbers padded to nine digits so that
 they compare as text, words lower-cased after a `*`, `-` and `p` patch marks as `*zfinal-`,

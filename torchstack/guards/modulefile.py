@@ -2,7 +2,8 @@
 
 The provider half goes at the end of a PyTorch module. The consumer half must run before the
 consumer's `depends_on` of PyTorch loads a PyTorch module, so it goes right before that line
-(EasyBuild writes modluafooter after the dependencies, too late for it).
+(EasyBuild writes modluafooter after the dependencies, too late for it). See docs/design.rst,
+"The two halves".
 """
 
 from __future__ import annotations

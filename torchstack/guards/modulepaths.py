@@ -1,4 +1,5 @@
-"""The module paths of a hierarchical module tree, and the MODULEPATH a module is loaded under.
+"""The module paths of a hierarchical module tree, and the MODULEPATH a module is loaded under
+(docs/design.rst, "How Lmod resolves a load").
 
 EasyBuild's HierarchicalMNS spreads `modules/all` over module paths: `Core` (the top, which a
 user's MODULEPATH holds), `Compiler/GCC/13.2.0` (added to MODULEPATH by the GCC/13.2.0
