@@ -39,8 +39,12 @@ from torchstack.guards.moduleloads import lua_code, tcl_code
 
 log = logging.getLogger(__name__)
 
-# Lmod's precedence of the files that mark a folder's default (DirTree's defaultFnT).
-DEFAULT_SOURCES = ("default", ".modulerc.lua", ".modulerc", ".version")
+# The files that mark a folder's default (rollout writes its own block into the rc files),
+# and Lmod's precedence of them (DirTree's defaultFnT): the first one present decides.
+DEFAULT_LINK = "default"
+RC_FILES = {"lua": ".modulerc.lua", "tcl": ".modulerc"}  # by module syntax
+VERSION_FILE = ".version"
+DEFAULT_SOURCES = (DEFAULT_LINK, RC_FILES["lua"], RC_FILES["tcl"], VERSION_FILE)
 MAX_ENTRIES = 500_000  # a web of folder symlinks must end in an error, not a day's walk
 _IGNORED = frozenset({".git", ".gitignore", ".svn", ".lua", ".DS_Store"})
 _STAGING = re.compile(r"^\..+\.tmp-[0-9a-f]{8}$")  # torchstack.output's staging files
@@ -185,7 +189,7 @@ class _Walk:
             child = f"{name}/{entry.name}" if name else entry.name
             if entry.name in DEFAULT_SOURCES:
                 rcs[entry.name] = Path(entry.path)
-                if entry.name != "default" or kind != "file":
+                if entry.name != DEFAULT_LINK or kind != "file":
                     continue
             if kind == "folder":
                 self.folder(Path(entry.path), child, (*ancestors, here))
@@ -233,7 +237,7 @@ class _Walk:
 
 
 def _kind(entry: os.DirEntry[str]) -> str:
-    if entry.name == "default" and entry.is_symlink():
+    if entry.name == DEFAULT_LINK and entry.is_symlink():
         return "link"
     try:
         mode = os.stat(entry.path).st_mode
@@ -256,7 +260,7 @@ def _starts_tcl(path: Path) -> bool:
 def _rc_default(path: Path, folder: str, aliases: dict[str, str]) -> str | None:
     """The default an rc file marks (None: none); its aliases and symbolic versions added
     to `aliases`; `TreeError` when it marks one in a way not understood here."""
-    if path.name == "default":
+    if path.name == DEFAULT_LINK:
         target = os.readlink(path) if path.is_symlink() else path.name
         return os.path.basename(target).removesuffix(".lua")
     text = read_text(path, MAX_CONFIG, TreeError, replace=True)  # an rc file: a few lines

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from torchstack._files import MAX_CONFIG, read_regular
-from torchstack.rollout._rcfiles import RC_FILES, RcFileError
+from torchstack.guards.moduletree import RC_FILES
+from torchstack.rollout._rcfiles import RcFileError
 
 # The staging names of torchstack's atomic writers: `.NAME.tmp-` and 8 hex digits.
 _NAMES = "|".join(re.escape(name) for name in RC_FILES.values())

@@ -3,8 +3,9 @@
 Lmod looks in a module folder for `default` (a symlink to a version, or a module file of that
 name), `.modulerc.lua`, `.modulerc` and `.version`, in that order, and takes the default from
 the first one present (`DirTree.lua`, `defaultFnT`); Environment Modules reads `.modulerc`
-and `.version`. torchstack owns one marked block in `.modulerc.lua` and `.modulerc`; any
-other default in the folder competes with it and is refused by name, never overridden.
+and `.version`. Their names have one home, `guards.moduletree`, which reads them for scan.
+torchstack owns one marked block in `.modulerc.lua` and `.modulerc`; any other default in
+the folder competes with it and is refused by name, never overridden.
 
 Every file is read bounded and only when it is a regular file (or a link to one): a FIFO
 would block, a link to /dev/zero never end.
@@ -19,11 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from torchstack._files import MAX_CONFIG, read_text
+from torchstack.guards.moduletree import DEFAULT_LINK, RC_FILES, VERSION_FILE
 from torchstack.rollout.plan import RolloutError
 
-RC_FILES = {"lua": ".modulerc.lua", "tcl": ".modulerc"}
-DEFAULT_LINK = "default"
-VERSION_FILE = ".version"
 BEGIN = "torchstack rollout: begin"
 BEGIN_LINE = f"{BEGIN} (written by `torchstack rollout`, replaced when run again)"
 END = "torchstack rollout: end"

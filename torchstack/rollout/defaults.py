@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from torchstack.guards.lua import lua_string
+from torchstack.guards.moduletree import RC_FILES
 from torchstack.guards.scan import Scan
 from torchstack.guards.tcl import tcl_string
 from torchstack.rollout import _commit
@@ -37,7 +38,6 @@ from torchstack.rollout._rcfiles import (
     BEGIN_LINE,
     END,
     PAIR,
-    RC_FILES,
     RcFileError,
     RcText,
     competing,
