@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from packaging.version import InvalidVersion, Version
 
-from torchstack import variants
 from torchstack._files import describe_os_error, kind_of
 from torchstack.distributions import (
     Distribution,
@@ -308,6 +307,8 @@ def shared_objects(dist: Distribution) -> list[str]:
 def _consumer_torch(
     dist: Distribution, link: Link, specifier: str, evidence: LinkEvidence, cuda_major: int | None
 ) -> TorchFacts:
+    from torchstack import variants  # here: a provider's fingerprint needs no variant
+
     local = _consumer_variant(dist)
     variant = variants.parse(local) if local else None
     cuda = variant.cuda if variant else None
@@ -357,6 +358,8 @@ def _consumer_variant(dist: Distribution) -> str | None:
         text = dist.files.text(relpath)
         value = parse_version_py(text, dist.describe(relpath)).get("__version__")
         version = value if isinstance(value, str) else version
+    from torchstack import variants
+
     local = version.partition("+")[2]
     return local if variants.parse(local) is not None else None
 
