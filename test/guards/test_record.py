@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from support.fingerprints import CPU, CU13, ROCM, consumer
 
+from torchstack.fingerprint import compat
 from torchstack.fingerprint.read import Fingerprint
 from torchstack.guards import moduletree
 from torchstack.guards.record import (
@@ -106,8 +107,15 @@ class TestReadFingerprint:
     @pytest.mark.parametrize("fingerprint", FINGERPRINTS, ids=FINGERPRINT_IDS)
     def test_round_trip(self, tmp_path: Path, fingerprint: Fingerprint) -> None:
         write_fingerprint(tmp_path, fingerprint)
-        assert read_fingerprint(tmp_path) == fingerprint
+        back = read_fingerprint(tmp_path)
+        assert back == fingerprint
         assert read_fingerprint(str(tmp_path)) == fingerprint
+        # a consumer's guard clauses are recorded with it, as compat derives them
+        assert back is not None
+        if fingerprint.role == "consumer":
+            assert back.guard_clauses == compat.guard_clauses(fingerprint)
+        else:
+            assert back.guard_clauses is None
 
     @pytest.mark.parametrize(
         "layout",

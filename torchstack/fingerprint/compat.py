@@ -22,6 +22,7 @@ new rule is one entry here and the same test in the two evaluators.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -117,7 +118,7 @@ def assume_built_against(provider: Fingerprint, consumer: Fingerprint) -> Finger
         hip=consumer.torch.hip or provider.torch.hip,
     )
     tag = abi_tag("consumer", consumer.link, torch, consumer.cuda_major)
-    return replace(consumer, torch=torch, abi_tag=tag)
+    return replace(consumer, torch=torch, abi_tag=tag, guard_clauses=None)  # recorded afresh
 
 
 def disagreements(
@@ -207,6 +208,12 @@ def needed_flavour(consumer: Fingerprint) -> str | None:
 
 
 # -- the clause encoding of the rules -----------------------------------------------------
+
+# every clause the encoding below writes, and nothing else (a recorded clause is checked
+# against it when a fingerprint file is read)
+CLAUSE = re.compile(r"(?:==|!=|>=|<=|>|<)\d+(?:\.\d+)*|!=\d+(?:\.\d+)*\.\*"
+                    r"|release=\d+(?:\.\d+)*(?:(?:a|b|rc)\d+)?(?:\.post\d+)?(?:\.dev\d+)?"
+                    r"|flavour=(?:cpu|cu\d+|rocm\d+\.\d+)|abi=(?:cxx11|precxx11)", re.ASCII)
 
 
 def specifier_clauses(specifier: str) -> tuple[str, ...]:

@@ -19,6 +19,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from torchstack._files import describe_os_error, read_regular
+from torchstack.fingerprint import compat
 from torchstack.fingerprint._version_py import CUDA_VERSION, HIP_VERSION
 from torchstack.fingerprint.read import SCHEMA, Fingerprint, FingerprintError, TorchFacts
 
@@ -83,6 +84,10 @@ def from_json(data: object) -> Fingerprint:
     libraries = data.get("torch_libraries") or []
     if not isinstance(libraries, list) or not all(isinstance(x, str) for x in libraries):
         mistyped.append(f"torch_libraries {show(libraries)}")
+    clauses = data.get("guard_clauses")
+    if clauses is not None and (not isinstance(clauses, list)
+                                or not all(isinstance(x, str) for x in clauses)):
+        mistyped.append(f"guard_clauses {show(clauses)}")
     if mistyped:
         raise FingerprintError(f"fingerprint mistypes a field: {', '.join(mistyped)}")
     try:
@@ -98,6 +103,7 @@ def from_json(data: object) -> Fingerprint:
             abi_tag=data["abi_tag"],
             torch_libraries=tuple(libraries),
             registers_kernels=data.get("registers_kernels"),
+            guard_clauses=None if clauses is None else tuple(clauses),
         )
     except (KeyError, TypeError) as exc:
         raise FingerprintError(f"fingerprint lacks or mistypes a field: {exc}") from exc
@@ -138,6 +144,10 @@ def _invalid_values(fp: Fingerprint) -> list[str]:
     ]
     problems = [f"{key} {show(value)} {why}" for key, value, valid, why in checks
                 if isinstance(value, str) and not valid(value)]
+    problems += [f"guard_clauses has {show(c)}, not a guard clause"
+                 for c in fp.guard_clauses or () if not compat.CLAUSE.fullmatch(c)]
+    if fp.role == "provider" and fp.guard_clauses is not None:
+        problems.append("a provider records no guard_clauses")
     if fp.cuda_major is not None and fp.cuda_major < 0:
         problems.append(f"cuda_major {fp.cuda_major} is negative")
     if fp.role == "provider" and not problems:

@@ -15,13 +15,13 @@ nor does Lmod from 8.7.62 on).
 A registration entry is `<module>|<kind>|<payload>|<provider module>` (the names and formats
 of `torchstack.guards.protocol`): `kind` is the link class, `payload` is
 `<consumer abi tag>[,<clause>...]` and the fourth field names the torch module the consumer was
-built with, so that a provider's refusal can say what to load instead. Evaluation:
-- cxx: the provider's tag equals the payload's tag (`tv/0.28.0|cxx|torch-2.13.0-cxx11-cpu|...`);
-- stable and python: every clause holds for the release and flavour parsed out of the provider
-  tag `torch-<release>-<abi>-<flavour>`. The clauses are compat's rules encoded next to them
-  (`compat.RULES`, `compat.guard_clauses`): a stable consumer carries
-  `>=<its torch release>`, `flavour=<its flavour>` when it has GPU code, then its
-  requires_torch; a python consumer only its requires_torch.
+built with, so that a provider's refusal can say what to load instead. The guards only
+evaluate (`EVALUATOR` of `torchstack.guards.lua` and `.tcl`): a payload without clauses
+names the exact tag a cxx consumer needs, otherwise every clause must hold for the release,
+C++ ABI and flavour parsed out of the provider tag `torch-<release>-<abi>-<flavour>`. The
+clauses are those recorded with the consumer's fingerprint (`guard_clauses`), which
+`compat.guard_clauses` derives from the rules: compat is the one place where rules become
+clauses (docs/design.rst, "Compatibility rules").
 
 On refusal Lmod (Lua `LmodError`, Tcl `error`, which Lmod's Tcl reader turns into LmodError)
 aborts the whole command before it writes any change: the shell's environment, LOADEDMODULES
@@ -99,12 +99,15 @@ class Requirement:
 
 
 def requirement(consumer: Fingerprint) -> Requirement:
-    """The requirement a consumer registers: compat's rules, as the guards evaluate them."""
+    """The requirement a consumer registers: the guard clauses recorded with its fingerprint,
+    else (a file that predates them, or a fingerprint just read) compat's, derived here once."""
     _expect_role(consumer, "consumer")
-    try:
-        clauses = compat.guard_clauses(consumer)
-    except compat.ClauseError as exc:
-        raise GuardError(str(exc)) from exc
+    clauses = consumer.guard_clauses
+    if clauses is None:
+        try:
+            clauses = compat.guard_clauses(consumer)
+        except compat.ClauseError as exc:
+            raise GuardError(str(exc)) from exc
     return Requirement(consumer.link or "python", consumer.abi_tag, clauses)
 
 

@@ -1,7 +1,9 @@
 """Lua text of the site-wide SitePackage.lua hook (`torchstack lmod-sitepackage`).
 
 The hook (SITEPACKAGE_HEAD, then lua.EVALUATOR, SITEPACKAGE_READER, SITEPACKAGE_BODY) checks
-every loaded torch against every loaded consumer after each command that loads modules. It
+every loaded torch against every loaded consumer after each command that loads modules, by
+evaluating the guard clauses recorded in each consumer's fingerprint file: it derives no rule,
+so a consumer file without them (written before they were recorded) is refused. It
 reads the fingerprint files of loaded modules fail-closed (SITEPACKAGE_READER): the file type
 is checked with luaposix before the file is opened (non-blocking, checked again once open), at
 most MAX_FINGERPRINT_BYTES are read, the JSON is read strictly and at most MAX_JSON_DEPTH
@@ -27,13 +29,16 @@ HEAD_TEMPLATE = """\
 --              EasyBuild root $EBROOT<NAME> holds @FINGERPRINT_FILE@
 --              with role "provider";
 --   consumers: the registrations in @CONSUMERS_VARIABLE@ (guarded modules), and every loaded
---              module whose fingerprint file has role "consumer" (modules without guards).
+--              module whose fingerprint file has role "consumer" (modules without guards),
+--              with the guard clauses recorded in that file.
+-- It evaluates the clauses; it derives none (torchstack did when it recorded the file).
 -- An unsafe mix is an LmodError: Lmod then writes no change and the environment stays as it
 -- was. So is a loaded module whose fingerprint file exists but cannot be read (not a regular
--- file, over 64 KiB, not JSON, nested over 16 deep, wrong fields): what cannot be checked is
--- refused, never taken as safe. The file type is checked (with luaposix, which Lmod needs)
--- before the file is opened, so that a FIFO or a device cannot block Lmod. Read-only commands
--- (list, avail, spider, show, ...) and unload/purge are never refused.
+-- file, over 64 KiB, not JSON, nested over 16 deep, wrong fields, a consumer without guard
+-- clauses): what cannot be checked is refused, never taken as safe. The file type is checked
+-- (with luaposix, which Lmod needs) before the file is opened, so that a FIFO or a device
+-- cannot block Lmod. Read-only commands (list, avail, spider, show, ...) and unload/purge are
+-- never refused.
 -- Install: export LMOD_PACKAGE_PATH=<the directory of this file> for every user. Lmod keeps
 -- one function a hook: a site that registers its own finalize hook merges the two by hand.
 require("strict")
@@ -225,6 +230,9 @@ READER_TEMPLATE = r"""
       return nil, "is not JSON: " .. tostring(result)
    end
 
+   -- a consumer's file written before fingerprints carried their guard clauses
+   local STALE = "records no guard_clauses (an older torchstack wrote it)"
+
    local function fingerprint_problem(fp)
       -- why a decoded file is no fingerprint the hook can use, nil when it is one
       local function opt(v, pattern)
@@ -259,74 +267,32 @@ READER_TEMPLATE = r"""
          if not opt(fp.requires_torch, "^[%w%s.,<>=!~*+-]*$") then
             return "has a malformed requires_torch"
          end
+         local clauses = fp.guard_clauses
+         if clauses == nil or clauses == JSON_NULL then return STALE end
+         if type(clauses) ~= "table" or OBJECTS[clauses] then
+            return "has a malformed guard_clauses"
+         end
+         for _, clause in ipairs(clauses) do
+            if type(clause) ~= "string" or not clause:match("^[%w.=<>!*]+$") then
+               return "has a malformed guard_clauses"
+            end
+         end
       end
       return nil
+   end
+
+   local function payload_of(fp)
+      -- the payload a consumer guard of this fingerprint registers: its abi tag, then the
+      -- guard clauses recorded with it (compat derived them; here they are only joined)
+      local out = {fp.abi_tag}
+      for _, clause in ipairs(fp.guard_clauses) do out[#out + 1] = clause end
+      return table.concat(out, "@CLAUSE_SEPARATOR@")
    end
 """
 
 BODY_TEMPLATE = """\
    local acting = {load = true, ["try-add"] = true, swap = true, restore = true,
                    reset = true, update = true}
-
-   local function spec_clauses(spec, out)
-      -- one PEP 440 clause as guard clauses, as fingerprint.compat.specifier_clauses does
-      local op, v = spec:match("^%s*([~=!<>]=?=?)%s*([^%s+]+)")
-      if not op then return end
-      local parts = {}
-      for d in v:match("^[%d.]*"):gmatch("%d+") do parts[#parts + 1] = tonumber(d) end
-      local release, wildcard = table.concat(parts, "."), v:sub(-2) == ".*"
-      if op == "~=" or (op == "==" and wildcard) then
-         local upper = {}
-         for i = 1, (op == "~=") and #parts - 1 or #parts do upper[i] = parts[i] end
-         if #upper == 0 then return end
-         upper[#upper] = upper[#upper] + 1
-         out[#out + 1] = ">=" .. release
-         out[#out + 1] = "<" .. table.concat(upper, ".")
-      elseif op == "!=" and wildcard then
-         out[#out + 1] = "!=" .. release .. ".*"
-      elseif #parts > 0 then
-         out[#out + 1] = ((op == "===") and "==" or op) .. release
-      end
-   end
-
-   local function links_gpu(fp)
-      -- Fingerprint.links_gpu: true, false, or nil when no libtorch library was recorded
-      if type(fp.cuda_major) == "number" then return true end
-      local libraries = type(fp.torch_libraries) == "table" and fp.torch_libraries or {}
-      for _, lib in ipairs(libraries) do
-         if lib:match("_cuda[_.]") or lib:match("_hip[_.]") then return true end
-      end
-      if #libraries > 0 then return false end
-      return nil
-   end
-
-   local function payload_of(fp)
-      -- the registration payload that the consumer guard of this fingerprint would carry:
-      -- compat.guard_clauses, rule for rule
-      local out = {fp.abi_tag}
-      local release = type(fp.torch) == "table" and fp.torch.release
-      local any_flavour = links_gpu(fp) == false
-      if fp.link == "cxx" then
-         -- a GPU-free consumer fits its release and ABI on any flavour; others the exact tag
-         local abi = fp.abi_tag:match("^torch%-[^-]+%-([^-]+)%-[^-]+$")
-         if not (any_flavour and type(release) == "string") then
-            return fp.abi_tag
-         end
-         out[#out + 1] = "release=" .. release
-         if abi == "cxx11" or abi == "precxx11" then out[#out + 1] = "abi=" .. abi end
-      end
-      if fp.link == "stable" then
-         if type(release) == "string" then out[#out + 1] = ">=" .. release end
-         local flavour = fp.abi_tag:match("%-([^-]+)$")
-         if flavour and flavour ~= "cpu" and not any_flavour then
-            out[#out + 1] = "flavour=" .. flavour
-         end
-      end
-      if type(fp.requires_torch) == "string" then
-         for spec in fp.requires_torch:gmatch("[^,]+") do spec_clauses(spec, out) end
-      end
-      return table.concat(out, "@CLAUSE_SEPARATOR@")
-   end
 
    local function fingerprint_of(sn)
       -- EasyBuild's $EBROOT<NAME>: '+' -> plus, '-' -> min, '.' dropped, upper case.
@@ -357,8 +323,9 @@ BODY_TEMPLATE = """\
       for _, m in ipairs(FrameStk:singleton():mt():list("fullName", "active")) do
          local fp, path, why = fingerprint_of(m.sn)
          if fp == false then
+            local again = (why == STALE) and "record it again" or "remove it and record it again"
             unreadable[#unreadable + 1] = "  " .. m.fullName .. ": " .. path .. " " .. why
-               .. ": remove it and record it again (torchstack scan INSTALLPATH --record), "
+               .. ": " .. again .. " (torchstack scan INSTALLPATH --record), "
                .. "or unload " .. m.fullName
          elseif fp and fp.role == "provider" then
             torches[m.fullName] = fp.abi_tag
