@@ -16,6 +16,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from support.easyconfigtext import SYSTEM, easyconfig_text
 
 from torchstack.errors import TorchstackError
 from torchstack.generator.toolchains import (
@@ -30,26 +31,10 @@ from torchstack.generator.toolchains import (
 )
 
 REPO = Path(__file__).resolve().parents[2]
-SYSTEM = ("system", "system")
 GFBF = ("gfbf", "2099a")
 GCC = ("GCC", "99.1.0")
 GCCCORE = ("GCCcore", "99.1.0")
 SYSTEM_DICT = {"name": "system", "version": "system"}  # SYSTEM in an easyconfig
-
-
-def easyconfig(name: str, version: str, toolchain: tuple[str, str] = SYSTEM, *,
-               versionsuffix: str = "", easyblock: str | None = "ConfigureMake",
-               body: str = "") -> str:
-    tc = "SYSTEM" if toolchain == SYSTEM else repr(dict(zip(("name", "version"), toolchain)))
-    return textwrap.dedent(f"""\
-        {f"easyblock = {easyblock!r}" if easyblock else ""}
-        name = {name!r}
-        version = {version!r}
-        versionsuffix = {versionsuffix!r}
-        homepage = 'https://example.org/'
-        description = "{name} written by torchstack's tests"
-        toolchain = {tc}
-        """) + textwrap.dedent(body) + "\nmoduleclass = 'tools'\n"
 
 
 def filename(name: str, version: str, toolchain: tuple[str, str] = SYSTEM,
@@ -73,8 +58,8 @@ def package(root: Path, name: str, version: str, toolchain: tuple[str, str] = SY
             easyblock: str | None = "ConfigureMake") -> Path:
     # a templated suffix ('-CUDA-%(cudaver)s') is written as such; the file name spells it out
     spelled = versionsuffix.replace("%(cudaver)s", _cudaver(body))
-    text = easyconfig(name, version, toolchain, versionsuffix=versionsuffix, body=body,
-                      easyblock=easyblock)
+    text = easyconfig_text(name, version, toolchain, versionsuffix=versionsuffix, body=body,
+                           easyblock=easyblock)
     return write(root, text, name, version, toolchain, spelled, flat=flat)
 
 
@@ -85,21 +70,21 @@ def _cudaver(body: str) -> str:
 
 def write_toolchains(root: Path) -> None:
     """gfbf/2099a, GCC/99.1.0, GCCcore/99.1.0 and GCCcore/97.1.0 (which has no Python)."""
-    write(root, easyconfig("gfbf", "2099a", easyblock="Toolchain", body="""\
+    write(root, easyconfig_text("gfbf", "2099a", easyblock="Toolchain", body="""\
         dependencies = [
             ('GCC', '99.1.0'),
             ('FlexiBLAS', '3.4.5', '', ('GCC', '99.1.0')),
             ('FFTW', '3.3.10', '', ('GCC', '99.1.0')),
         ]
         """), "gfbf", "2099a")
-    write(root, easyconfig("GCC", "99.1.0", easyblock="Bundle", body="""\
+    write(root, easyconfig_text("GCC", "99.1.0", easyblock="Bundle", body="""\
         dependencies = [('GCCcore', version), ('binutils', '2.42', '', ('GCCcore', version))]
         """), "GCC", "99.1.0")
     for version in ("99.1.0", "97.1.0"):
-        write(root, easyconfig("GCCcore", version), "GCCcore", version)
-    write(root, easyconfig("binutils", "2.42", GCCCORE), "binutils", "2.42", GCCCORE)
-    write(root, easyconfig("FlexiBLAS", "3.4.5", GCC), "FlexiBLAS", "3.4.5", GCC)
-    write(root, easyconfig("FFTW", "3.3.10", GCC), "FFTW", "3.3.10", GCC)
+        write(root, easyconfig_text("GCCcore", version), "GCCcore", version)
+    write(root, easyconfig_text("binutils", "2.42", GCCCORE), "binutils", "2.42", GCCCORE)
+    write(root, easyconfig_text("FlexiBLAS", "3.4.5", GCC), "FlexiBLAS", "3.4.5", GCC)
+    write(root, easyconfig_text("FFTW", "3.3.10", GCC), "FFTW", "3.3.10", GCC)
 
 
 CUDA_DEP = "dependencies = [('CUDA', '{}', '', SYSTEM)]\n"
@@ -179,8 +164,9 @@ class TestLoadToolchain:
 
     def test_missing_subtoolchain_easyconfig(self, tmp_path: Path) -> None:
         # gfbf/2099a names GCC/99.1.0, whose easyconfig is not there
-        write(tmp_path, easyconfig("gfbf", "2099a", easyblock="Toolchain",
-                                   body="dependencies = [('GCC', '99.1.0')]\n"), "gfbf", "2099a")
+        write(tmp_path, easyconfig_text("gfbf", "2099a", easyblock="Toolchain",
+                                        body="dependencies = [('GCC', '99.1.0')]\n"),
+              "gfbf", "2099a")
         with pytest.raises(ToolchainError, match=r"'gfbf/2099a' in robot path .*GCC"):
             load_toolchain("gfbf/2099a", [str(tmp_path)])
 
@@ -299,8 +285,8 @@ class TestBrokenEasyconfig:
 
     @pytest.fixture
     def broken(self, tmp_path: Path) -> Path:
-        return write(tmp_path, easyconfig("Python", "3.99.0", GCCCORE, body="exts_list = [(\n"),
-                     "Python", "3.99.0", GCCCORE)
+        text = easyconfig_text("Python", "3.99.0", GCCCORE, body="exts_list = [(\n")
+        return write(tmp_path, text, "Python", "3.99.0", GCCCORE)
 
     def test_skipped_in_a_search(self, broken: Path, robot: Path,
                                  caplog: pytest.LogCaptureFixture) -> None:

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
+from support.climain import run
 from support.scantree import (
     CPU,
     CU13,
@@ -34,16 +35,6 @@ from torchstack.guards.record import FINGERPRINT_FILE, write_fingerprint
 from torchstack.guards.scan import plan_swap, scan_installpath
 
 PREFIX = "torchstack: error: "
-
-
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    """Exit code, stdout and stderr of `main(argv)`, argparse's SystemExit included."""
-    try:
-        code = main(argv)
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else -1
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 # -- the module file parser ------------------------------------------------------------------

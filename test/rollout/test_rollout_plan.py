@@ -7,12 +7,12 @@ Lmod runs are in test_rollout_stack.py.
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
+from support.climain import run
+from support.easyconfigtext import easyconfig_text
 
-from torchstack.cli import main
 from torchstack.fingerprint.read import Fingerprint, Link, TorchFacts, abi_tag
 from torchstack.guards.record import write_fingerprint
 from torchstack.guards.scan import scan_installpath
@@ -45,23 +45,10 @@ def consumer(name: str, link: Link, cxx11: bool | None) -> Fingerprint:
 
 def easyconfig(name: str, version: str, suffix: str, deps: list[tuple[str, ...]],
                sources: str = "SOURCE_TAR_GZ") -> str:
-    return textwrap.dedent(f"""\
-        easyblock = 'PythonPackage'
-
-        name = {name!r}
-        version = {version!r}
-        versionsuffix = {suffix!r}
-
-        homepage = 'https://example.org/'
-        description = "{name} (torchstack test)"
-
-        toolchain = SYSTEM
-
+    return easyconfig_text(name, version, easyblock="PythonPackage", versionsuffix=suffix,
+                           moduleclass="ai", body=f"""\
         sources = [{sources}]
-
         dependencies = {[('Python', '3.12.3'), *deps]!r}
-
-        moduleclass = 'ai'
         """)
 
 
@@ -100,15 +87,6 @@ def installpath(tmp_path: Path) -> Path:
                        sources="['vision-0.1-cp312-cp312-linux_x86_64.whl']"))
     install(root, BARE, consumer("bare", "python", None), (WHEEL,), None)
     return root
-
-
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    try:
-        code = main(argv)
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else -1
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def _step(installpath: Path, module: str) -> Step:
