@@ -16,6 +16,8 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
+from support.dedupe import SESSION
+
 LMOD_INIT = Path("/usr/share/lmod/lmod/init/bash")
 LMOD_CMD = Path("/usr/share/lmod/lmod/libexec/lmod")
 # What torch and torchvision import at run time and what `pip check` wants of them.
@@ -117,9 +119,16 @@ class EasyBuildEnv:
                 f"--include-easyblocks={easyblocks}"]
 
     def run_eb(self, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-        """Run the real eb with torchstack's easyblocks; returns its output, never raises."""
-        return subprocess.run(self.eb_command(*args), env=self.environ(), capture_output=True,
-                              text=True, cwd=cwd or self.root, check=False)
+        """Run the real eb with torchstack's easyblocks; returns its output, never raises.
+
+        The large files of what it installed become hard links to identical ones of the
+        session's earlier installs (support/dedupe.py): the same wheels are installed many
+        times over, and the run's temporary disk holds each once."""
+        result = subprocess.run(self.eb_command(*args), env=self.environ(), capture_output=True,
+                                text=True, cwd=cwd or self.root, check=False)
+        if result.returncode == 0:
+            SESSION.link_installs(self.installpath / "software")
+        return result
 
     def shell(self, script: str) -> subprocess.CompletedProcess[str]:
         """Run bash with Lmod initialised; `module` commands work as a user's would."""

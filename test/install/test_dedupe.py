@@ -1,0 +1,100 @@
+"""support/dedupe.py: the session's eb installs share their identical large files."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from support.dedupe import Linker
+
+BIG = b"x" * 64  # large for a Linker(min_size=32)
+
+
+def _install(root: Path, files: dict[str, bytes], mode: int = 0o644) -> Path:
+    for name, data in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        path.chmod(mode)
+    return root
+
+
+def _same(a: Path, b: Path) -> bool:
+    return os.stat(a).st_ino == os.stat(b).st_ino
+
+
+class TestLink:
+    def test_identical_file_becomes_a_link(self, tmp_path: Path) -> None:
+        linker = Linker(min_size=32)
+        first = _install(tmp_path / "a", {"lib/libtorch.so": BIG})
+        second = _install(tmp_path / "b", {"lib/libtorch.so": BIG})
+        assert linker.link(first) == 0
+        assert linker.link(second) == len(BIG)
+        assert _same(first / "lib/libtorch.so", second / "lib/libtorch.so")
+        assert (second / "lib/libtorch.so").read_bytes() == BIG
+        assert sorted(p.name for p in (second / "lib").iterdir()) == ["libtorch.so"]  # no staging
+
+    @pytest.mark.parametrize(("name", "data", "mode"), [
+        ("lib/small.so", b"x" * 31, 0o644),        # below min_size: not worth hashing
+        ("torch/big.py", BIG, 0o644),              # .py: its byte-code records its mtime
+        ("lib/libtorch.so", b"y" * 64, 0o644),     # same size, other content
+        ("lib/libtorch.so", BIG, 0o755),           # same content, other mode
+    ], ids=["small", "python-source", "other-content", "other-mode"])
+    def test_left_alone(self, tmp_path: Path, name: str, data: bytes, mode: int) -> None:
+        linker = Linker(min_size=32)
+        linker.link(_install(tmp_path / "a", {name: BIG if len(data) == 64 else data}))
+        assert linker.link(_install(tmp_path / "b", {name: data}, mode)) == 0
+        assert not _same(tmp_path / "a" / name, tmp_path / "b" / name)
+
+    def test_folder_linked_once(self, tmp_path: Path) -> None:
+        linker = Linker(min_size=32)
+        linker.link(_install(tmp_path / "a", {"x.so": BIG}))
+        second = _install(tmp_path / "b", {"x.so": BIG})
+        assert linker.link(second) == len(BIG)
+        assert linker.link(second) == 0
+
+    def test_changed_earlier_file_is_not_a_source(self, tmp_path: Path) -> None:
+        # an earlier install rebuilt with other content since it was seen: never linked to
+        linker = Linker(min_size=32)
+        first = _install(tmp_path / "a", {"x.so": BIG})
+        linker.link(first)
+        (first / "x.so").unlink()
+        (first / "x.so").write_bytes(BIG)  # same bytes, but a new file: not the one seen
+        second = _install(tmp_path / "b", {"x.so": BIG})
+        assert linker.link(second) == 0
+        third = _install(tmp_path / "c", {"x.so": BIG})
+        assert linker.link(third) == len(BIG)  # second took its place
+        assert _same(second / "x.so", third / "x.so")
+
+    def test_removed_earlier_install_is_forgotten(self, tmp_path: Path) -> None:
+        linker = Linker(min_size=32)
+        first = _install(tmp_path / "a", {"x.so": BIG})
+        linker.link(first)
+        (first / "x.so").unlink()
+        assert linker.link(_install(tmp_path / "b", {"x.so": BIG})) == 0
+
+
+class TestLinkInstalls:
+    def test_every_install_of_a_software_tree(self, tmp_path: Path) -> None:
+        linker = Linker(min_size=32)
+        software = tmp_path / "software"
+        log = "easybuild/easybuild-PyTorch-2.13.0-20261206.042320.log"
+        for version in ("2.13.0-whl", "2.13.0-copy-whl", "2.13.0-pb"):
+            _install(software / "PyTorch" / version, {"lib/libtorch.so": BIG, log: b""})
+        assert linker.link_installs(software) == 2 * len(BIG)
+        inodes = {os.stat(p).st_ino for p in software.glob("PyTorch/*/lib/libtorch.so")}
+        assert len(inodes) == 1
+
+    def test_failed_install_left_alone(self, tmp_path: Path) -> None:
+        # eb copies its log into an install at the end: without one, eb did not finish it
+        linker = Linker(min_size=32)
+        software = tmp_path / "software"
+        done = _install(software / "PyTorch" / "2.13.0-whl",
+                        {"lib/libtorch.so": BIG, "easybuild/easybuild-PyTorch-x.log": b""})
+        failed = _install(software / "PyTorch" / "2.13.0-broken-whl", {"lib/libtorch.so": BIG})
+        assert linker.link_installs(software) == 0
+        assert not _same(done / "lib/libtorch.so", failed / "lib/libtorch.so")
+
+    def test_missing_tree(self, tmp_path: Path) -> None:
+        assert Linker().link_installs(tmp_path / "software") == 0

@@ -1,0 +1,126 @@
+"""Hard links between the identical large files of the session's real eb installs.
+
+The suite installs the same real wheels many times over, once per easyblock, hooks file,
+module syntax and module tool under test: the torch 2.13.0+cpu wheel nine times (760 MB
+each), the torch 2.14.1 CUDA 13 stack three times (5.3 GB each). Each install stays what eb
+made of it (its own folder, module file, fingerprint, byte-code); only a large regular file
+that is byte for byte one that an earlier install of the session already holds, with the same
+mode and owner, becomes a hard link to it, so the run's temporary disk holds its content once.
+
+Safe because no test writes into an installed file in place: eb rewrites RPATHs (patchelf)
+during its own install, before the install is linked; fingerprint files are replaced whole
+(a new inode), and a rebuild removes its folder first. `.py` files are left alone: the byte-code
+of each install records its own source's mtime, which a shared inode would change.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+MIN_SIZE = 256 * 1024  # below this the saving is not worth a file's hashing
+SKIPPED_SUFFIXES = (".py",)
+FINISHED_LOG = "easybuild/easybuild-*.log"  # what eb copies into an install that succeeded
+
+# (size, mode, uid, gid): the metadata two files must share before their contents are compared
+_Key = tuple[int, int, int, int]
+# (device, inode, size, mtime_ns): a file as it was when it was hashed
+_Identity = tuple[int, int, int, int]
+
+
+def _identity(info: os.stat_result) -> _Identity:
+    return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns
+
+
+def _digest(path: Path) -> str:
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+@dataclass
+class Linker:
+    """The large files of the installs seen so far; `link(folder)` shares what repeats them."""
+
+    min_size: int = MIN_SIZE
+    _files: dict[_Key, list[tuple[Path, _Identity]]] = field(default_factory=dict)
+    _digests: dict[_Identity, str] = field(default_factory=dict)
+    _folders: set[tuple[int, int]] = field(default_factory=set)
+
+    def link(self, folder: Path) -> int:
+        """Link the files of `folder` to identical ones seen before; the bytes this saved.
+
+        A folder already linked (the same inode) is skipped: call it after every eb run."""
+        info = folder.stat()
+        if (info.st_dev, info.st_ino) in self._folders:
+            return 0
+        self._folders.add((info.st_dev, info.st_ino))
+        saved = 0
+        for path, found in self._large_files(folder):
+            saved += self._link_one(path, found)
+        return saved
+
+    def link_installs(self, software: Path) -> int:
+        """`link` every finished install of an EasyBuild software tree (NAME/VERSION): one
+        whose log eb copied in at its end. A failed install is left as eb left it."""
+        return sum(self.link(log.parent.parent)
+                   for log in sorted(software.glob(f"*/*/{FINISHED_LOG}")))
+
+    def _large_files(self, folder: Path) -> list[tuple[Path, os.stat_result]]:
+        found = []
+        for top, _, names in os.walk(folder):
+            for name in names:
+                path = Path(top, name)
+                info = path.lstat()
+                if (stat.S_ISREG(info.st_mode) and info.st_size >= self.min_size
+                        and not name.endswith(SKIPPED_SUFFIXES)):
+                    found.append((path, info))
+        return found
+
+    def _link_one(self, path: Path, info: os.stat_result) -> int:
+        key = (info.st_size, info.st_mode, info.st_uid, info.st_gid)
+        known = self._files.setdefault(key, [])
+        for entry in list(known):
+            same = self._same_content(entry, path, info)
+            if same is None:  # gone or changed since it was seen: forget it
+                known.remove(entry)
+            elif same:
+                return _replace_with_link(entry[0], path, info)
+        known.append((path, _identity(info)))
+        return 0
+
+    def _same_content(self, entry: tuple[Path, _Identity], path: Path,
+                      info: os.stat_result) -> bool | None:
+        earlier, identity = entry
+        try:
+            was = earlier.lstat()
+        except FileNotFoundError:
+            return None
+        if _identity(was) != identity:
+            return None
+        if was.st_dev != info.st_dev or was.st_ino == info.st_ino:
+            return False  # another file system, or already one file
+        return self._digest(earlier, was) == self._digest(path, info)
+
+    def _digest(self, path: Path, info: os.stat_result) -> str:
+        """sha256 of a file, hashed once for as long as it does not change."""
+        identity = _identity(info)
+        if identity not in self._digests:
+            self._digests[identity] = _digest(path)
+        return self._digests[identity]
+
+
+def _replace_with_link(earlier: Path, path: Path, info: os.stat_result) -> int:
+    """Swap `path` for a hard link to `earlier` in one rename: never a moment without it."""
+    staging = path.with_name(f".{path.name}.dedupe-{os.getpid()}")
+    with contextlib.suppress(FileNotFoundError):
+        staging.unlink()
+    os.link(earlier, staging)
+    os.replace(staging, path)
+    return info.st_size
+
+
+SESSION = Linker()  # one per pytest process: every real eb install of the run goes through it
