@@ -86,7 +86,7 @@ class PyTorchWheels(PythonBundle):
                 self.background.will_import(importable_top_level(Path(ext.src)))
                 ext.options['modulename'] = False
             # What each extension's own install would have probed (prepare_python): without it,
-            # its sanity check runs five Python and shell probes, 5 s for a CUDA stack's 20 wheels.
+            # its sanity check runs five Python and shell probes a wheel (bench/README.rst).
             ext.python_cmd, ext.pylibdir, ext.all_pylibdirs = self.python_cmd, self.pylibdir, self.all_pylibdirs
         cuda_plan = self._cuda_modules_plan([ext.src for ext in wheels])
         cmd = install_command(self.python_cmd, self.installdir, [ext.src for ext in wheels])

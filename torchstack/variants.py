@@ -59,6 +59,7 @@ def cuda_tag(version: Version) -> str:
 
 def is_triton(project: str) -> bool:
     """Whether `project` is one of the Triton wheels a torch variant requires."""
-    from packaging.utils import canonicalize_name  # here: packaging.tags comes with it (8 ms)
+    # here: packaging.tags comes with it, a start-up cost the fingerprint avoids (bench/README.rst)
+    from packaging.utils import canonicalize_name
 
     return canonicalize_name(project) in TRITON_PROJECTS

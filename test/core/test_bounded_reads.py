@@ -202,7 +202,8 @@ def _declare_small(path: Path, member: str) -> None:
 
 
 class TestWheelBombs:
-    # a 2 MB wheel whose torch/version.py inflates to 2 GB took 4 GB and 40 s, then a traceback
+    # a 2 MB wheel whose torch/version.py inflated to 2 GB was read whole: gigabytes of memory,
+    # then a traceback (the figure: bench/README.rst)
     @pytest.mark.parametrize("member", ["torch/version.py", "torch-2.13.0.dist-info/METADATA"])
     def test_fingerprint_declared(self, tmp_path: Path, member: str) -> None:
         wheel = _bomb_wheel(tmp_path / "torch-2.13.0-cp311-cp311-linux_x86_64.whl", member)

@@ -1,7 +1,7 @@
 """A quick test whether a shared object may name libtorch in its dynamic string table.
 
 A consumer search looks at every shared object on sys.path (hundreds, with SciPy and
-friends), and building a pyelftools ELFFile costs about a millisecond each. An object cannot
+friends), and building a pyelftools ELFFile for each adds up (bench/README.rst). An object cannot
 link libc10 or libtorch without naming it in .dynstr, so a bytes search there, located
 through the program headers with struct, rules most objects out; pyelftools then decides
 on the few that remain. Anything this parser does not understand counts as a candidate.

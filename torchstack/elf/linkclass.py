@@ -116,7 +116,8 @@ class LinkEvidence:
 
     def minimum_torch(self) -> str | None:
         """The oldest torch release that has every stable shim used (torch-abi-audit's data)."""
-        # imported here: torch-abi-audit costs ~10 ms, and a provider's fingerprint never asks
+        # imported here: importing torch-abi-audit is a start-up cost (bench/README.rst), and a
+        # provider's fingerprint never asks
         from torch_abi_audit import torch_versions
 
         version, defining, unknown = torch_versions.minimum_version(self.stable_symbols)

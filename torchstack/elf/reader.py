@@ -241,8 +241,8 @@ def _undefined_in_table(elf: ELFFile, section: SymbolTableSection) -> frozenset[
 
 def _table_entries(elf: ELFFile, section: SymbolTableSection) -> Iterator[tuple[str, int, int]]:
     """(name, st_info, st_shndx) of each named symbol, unpacked with struct rather than
-    pyelftools' parser, which costs seconds on the libraries of a CUDA stack (several hundred
-    thousand symbols)."""
+    pyelftools' parser, which is slow on the libraries of a CUDA stack (several hundred
+    thousand symbols; the figures: bench/README.rst, bench/install.py)."""
     fields, name_at, info_at, shndx_at = _SYMBOL_LAYOUTS[elf.elfclass]
     layout = struct.Struct(("<" if elf.little_endian else ">") + fields)
     if section["sh_entsize"] != layout.size:

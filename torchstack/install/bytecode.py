@@ -5,12 +5,12 @@ the bytecode is that Python's; it uses the standard library only and imports not
 torchstack.
 
 compileall -j hands every file to its worker pool on its own. For torch's 2,400 files those
-hand-offs cost about a third of the processor time of the whole compile, in the parent process
-and the workers. Here each worker gets a share of the files at once and compiles them with
-compileall.compile_file. The .pyc files are compileall's, byte for byte: timestamp-based, or
-checked hashes under SOURCE_DATE_EPOCH; fresh ones are left alone. As compileall, it does not
-follow symbolic links to folders, and files that do not compile are reported and left as
-sources, with exit code 1.
+hand-offs cost a good share of the processor time of the whole compile, in the parent process
+and the workers (the figures: bench/README.rst). Here each worker gets a share of the files at
+once and compiles them with compileall.compile_file. The .pyc files are compileall's, byte
+for byte: timestamp-based, or checked hashes under SOURCE_DATE_EPOCH; fresh ones are left
+alone. As compileall, it does not follow symbolic links to folders, and files that do not
+compile are reported and left as sources, with exit code 1.
 
 The order only decides how soon each file is done. The modules that importing the top-level
 packages loads come first, in import order as far as their module-level import statements tell,

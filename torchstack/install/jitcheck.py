@@ -5,7 +5,8 @@ standard, the C++ ABI of libtorch, torch's flags, the Python headers) when the m
 installed, instead of at a user's first JIT build. The library includes the headers every
 extension rests on (c10, ATen's Tensor, torch/library.h, Python.h) rather than the whole
 C++ frontend of torch/extension.h: the same compiler, flags and link against libtorch, at a
-fifth of the compile time and a third of the memory (bench/install.py --toolchain gcccore).
+fraction of the compile time and memory (bench/README.rst; bench/install.py --toolchain
+gcccore).
 Its operator is registered with TORCH_LIBRARY, loaded with torch.ops.load_library and run, so
 a C++ ABI mismatch fails at load as a user's extension would. torch's JIT loader needs
 ninja; without ninja the same library is built through setuptools' BuildExtension.

@@ -7,8 +7,8 @@ same pip-compatible metadata (RECORD, INSTALLER), so `pip check` and `pip list` 
 uv unpacks into its cache and then links or copies into the prefix. A cache on the prefix's
 own file system lets it hard-link, so 700 MB of torch is written once, not twice; the cache
 is removed after the install and the hard links keep the files. Unlinking its 12,000 entries
-takes seconds, so the cache is renamed out of the prefix at once and deleted by a thread
-while the installation is checked (`start_removal`). uv does not byte-compile either: the
+is slow (bench/README.rst), so the cache is renamed out of the prefix at once and deleted by a
+thread while the installation is checked (`start_removal`). uv does not byte-compile either: the
 easyblock does that afterwards (`compile_command`), beside the post-processing, the sanity
 check and the module step, instead of making them wait.
 """
