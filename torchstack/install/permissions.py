@@ -2,17 +2,17 @@
 
 EasyBuild's permissions step walks the installation three times with filetools'
 adjust_permissions (group and other lose write, everyone gains read, folders gain search), and
-for every path asks os.path.islink and then os.lstat, with three debug log calls: 0.4 s of one
-core over the 15,800 paths of torch's CPU wheel, at the end of the install, when nothing is left
-to overlap with (0.12 s here). Within `read_once`, the step's adjust_permissions makes the same
-changes to the same paths, but lists each folder once (os.scandir, whose entries tell symbolic
-links apart for free) and reads each path's mode once: the step itself is the only one changing
-modes meanwhile, so the mode after a change is known. As EasyBuild's, it skips symbolic links,
-lists every path before changing any (a folder that loses search permission is still walked),
-counts failures against --max-fail-ratio-adjust-permissions and raises the same errors. Calls
-it does not cover (not recursive, not relative, or changing the group) go to EasyBuild's own,
-after which nothing read is trusted. EasyBuild has no setting for this, so the name is replaced
-in its easyblock module for the block, as pthsearch does for PythonBundle.
+for every path asks os.path.islink and then os.lstat, with three debug log calls, over the
+15,800 paths of torch's CPU wheel, at the end of the install, when nothing is left to overlap
+with (the figures: bench/README.rst). Within `read_once`, the step's adjust_permissions makes
+the same changes to the same paths, but lists each folder once (os.scandir, whose entries tell
+symbolic links apart for free) and reads each path's mode once: the step itself is the only one
+changing modes meanwhile, so the mode after a change is known. As EasyBuild's, it skips
+symbolic links, lists every path before changing any (a folder that loses search permission is
+still walked), counts failures against --max-fail-ratio-adjust-permissions and raises the same
+errors. Calls it does not cover (not recursive, not relative, or changing the group) go to
+EasyBuild's own, after which nothing read is trusted. EasyBuild has no setting for this, so the
+name is replaced in its easyblock module for the block, as pthsearch does for PythonBundle.
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 Each time PythonBundle writes a module (the sanity check's two fake modules, the module itself
 twice), its make_module_extra walks the whole installation with EasyBuild's
-filetools.search_file to choose between $PYTHONPATH and $EBPYTHONPREFIXES: 0.2 s each over the
-29,000 files of torch's CPU wheel, two of them while the module step runs alone. Once the wheels
+filetools.search_file to choose between $PYTHONPATH and $EBPYTHONPREFIXES, each time over the
+29,000 files of torch's CPU wheel, two of them while the module step runs alone (the figures:
+bench/README.rst). Once the wheels
 are installed, what PythonBundle asks (is there any .pth file?) cannot change: the byte-compile
 running meanwhile adds only .pyc files, and search_file matches file names, where the name of a
 .pyc holds '.pth' exactly when its source's does (`<name>.py` becomes
@@ -12,7 +13,7 @@ replaces the name search_file in PythonBundle's module for the duration of a blo
 
 The one search that is left runs while the byte-compile adds files, before the sanity check
 can load its module: EasyBuild's builds an index of every file first, with a relative path
-computed per file (0.2 s alone, 1 s beside the byte-compile on a slow day). For the call
+computed per file, slower still beside the byte-compile. For the call
 PythonBundle makes (silent, the other options at their defaults, no index file kept in the
 folder) `matching_files` gives the same answer from one walk, matching the names as they come.
 """
