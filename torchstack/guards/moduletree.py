@@ -1,4 +1,5 @@
-"""The module files of an install path as Lmod sees them, and the module that a load names.
+"""The module files of an install path as Lmod sees them, and the module that a load names
+(docs/design.rst, "How Lmod resolves a load").
 
 Which files are modules follows Lmod's DirTree (8.6): every file ending in `.lua`, and every
 other file that starts with `#%Module`, in `modules/all` and its subfolders; symlinks are

@@ -1,4 +1,5 @@
-"""The files that mark a module's default in one module folder, as Lmod ranks them.
+"""The files that mark a module's default in one module folder, as Lmod ranks them
+(docs/design.rst, "How Lmod resolves a load").
 
 Lmod looks in a module folder for `default` (a symlink to a version, or a module file of that
 name), `.modulerc.lua`, `.modulerc` and `.version`, in that order, and takes the default from
