@@ -14,11 +14,12 @@ from __future__ import annotations
 import errno
 import os
 import stat
-import zipfile
-import zlib
-from typing import IO, BinaryIO
+from typing import IO, TYPE_CHECKING, BinaryIO
 
 from torchstack.errors import TorchstackError
+
+if TYPE_CHECKING:  # zipfile (with bz2, lzma, shutil) is imported by whoever opens a wheel
+    import zipfile
 
 # Bounds, one per kind of file: each about a hundred times the largest real file of its kind,
 # so that no real input is refused and no hostile one (a link to /dev/zero, a 2 GB file where
@@ -34,10 +35,6 @@ MAX_MODULE_FILE = 8 << 20  # a Lua or Tcl module file: EasyBuild's are a few kB
 MAX_SOURCE = 64 << 20  # a Python source compiled to bytecode: the largest real ones are ~5 MB
 MAX_SHARED_OBJECT = 4 << 30  # a wheel member inflated to read its ELF: libcublasLt is 0.5 GB
 _CHUNK = 1 << 20  # read in steps, so that a bound of gigabytes is never allocated at once
-# What reading a member of a damaged zip raises: bad CRC, truncated data, a corrupt deflate
-# stream, a compression method zipfile lacks, an encrypted member.
-MEMBER_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError, zlib.error,
-                 NotImplementedError, RuntimeError)
 
 _KINDS = (
     (stat.S_ISDIR, "a folder"),
@@ -160,7 +157,7 @@ def read_member(
     try:
         with archive.open(name) as member:
             data = _read_bounded(member, limit)
-    except MEMBER_ERRORS as exc:
+    except _member_errors() as exc:
         raise error(f"{where} cannot be read: {exc}") from exc
     if data is None:
         raise error(f"{where} inflates to more than {limit} bytes; not read further")
@@ -187,9 +184,21 @@ def spool_member(
                     return
                 target.write(chunk)
                 written += len(chunk)
-    except MEMBER_ERRORS as exc:
+    except _member_errors() as exc:
         raise error(f"{where} cannot be read: {exc}") from exc
     raise error(f"{where} inflates to more than {limit} bytes; not read further")
+
+
+def _member_errors() -> tuple[type[BaseException], ...]:
+    """What reading a member of a damaged zip raises: bad CRC, truncated data, a corrupt
+    deflate stream, a compression method zipfile lacks, an encrypted member. A function, so
+    that only a wheel's reader imports zipfile (an `except` clause is evaluated only when
+    something was raised)."""
+    import zipfile
+    import zlib
+
+    return (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError, zlib.error,
+            NotImplementedError, RuntimeError)
 
 
 def _check_declared(archive: zipfile.ZipFile, name: str, limit: int,

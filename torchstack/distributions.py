@@ -6,18 +6,15 @@ whether they lie in a folder (memory-mapped) or in a wheel's zip (read member by
 
 from __future__ import annotations
 
-import csv
 import io
 import logging
 import os
 import re
-import tempfile
-import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Protocol
+from typing import TYPE_CHECKING, BinaryIO, Protocol
 
 from torchstack._files import (
     MAX_METADATA,
@@ -30,6 +27,9 @@ from torchstack._files import (
 )
 from torchstack.elf.reader import Stream, map_file
 from torchstack.errors import TorchstackError
+
+if TYPE_CHECKING:  # zipfile, csv and tempfile are imported where a wheel or a RECORD is read
+    import zipfile
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +130,8 @@ class WheelFiles:
             yield io.BytesIO(read_member(self.archive, relpath, _IN_MEMORY_LIMIT,
                                          DistributionError, self.label))
             return
+        import tempfile  # here: only members over the in-memory limit are spooled
+
         with tempfile.TemporaryFile() as spool:
             spool_member(self.archive, relpath, spool, MAX_SHARED_OBJECT, DistributionError,
                          self.label)
@@ -181,6 +183,8 @@ def open_wheel(path: Path) -> Iterator[Distribution]:
 
 
 def _wheel_archive(handle: BinaryIO, path: Path) -> zipfile.ZipFile:
+    import zipfile  # here: an installation's fingerprint opens no zip
+
     try:
         return zipfile.ZipFile(handle)
     except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
@@ -232,6 +236,8 @@ def _record_paths(root: Path, meta_dir: Path) -> Iterator[str]:
     """Paths relative to site-packages from RECORD, installed-files.txt or top_level.txt."""
     record = meta_dir / "RECORD"
     if record.is_file():
+        import csv  # here: a provider's fingerprint lists no files
+
         text = read_text(record, MAX_RECORD, DistributionError, replace=True)
         for row in csv.reader(io.StringIO(text, newline="")):
             if row and not row[0].startswith(".."):

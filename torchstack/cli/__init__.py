@@ -1,10 +1,11 @@
 """The `torchstack` command: one small module a subcommand, `main(argv)` callable from tests.
 
 Each subcommand module imports what it runs on (fingerprint, compat, pyelftools, packaging)
-inside `execute`, and a command line that names its subcommand imports that subcommand's
-module alone: the others are only named to argparse. `torchstack --help` (or an unknown
+inside `execute`, and a command line that names its subcommand builds the parser of that
+subcommand alone and imports its module alone. `torchstack --help` (or an unknown
 subcommand) configures every one. So each subcommand pays only for its own imports
-(`torchstack fingerprint`, bench/fingerprint.py).
+(`torchstack fingerprint`, bench/fingerprint.py); this module, loaded by every command,
+imports what an error or a closed pipe needs only when one happens.
 """
 
 from __future__ import annotations
@@ -14,17 +15,18 @@ import contextlib
 import importlib
 import logging
 import os
-import select
 import signal
 import sys
 import threading
 from collections.abc import Iterator, Sequence
 from types import ModuleType
-from typing import TextIO
+from typing import TYPE_CHECKING
 
 from torchstack import __version__
 from torchstack.errors import TorchstackError
-from torchstack.index._userinfo import redact
+
+if TYPE_CHECKING:
+    from typing import TextIO
 
 PROG = "torchstack"
 EXIT_USAGE = 2
@@ -59,17 +61,16 @@ def subcommand(name: str) -> ModuleType:
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The parser of every subcommand; with `only`, that one is configured and the others are
-    only named (argparse still knows every choice, and no other module is imported)."""
+    """The parser of every subcommand; with `only` (a command line that names it, see
+    `named_command`), that one alone: no other module is imported and no other subparser
+    built (each costs argparse's gettext look-ups). Usage lines and errors read the same,
+    since the top-level usage names COMMAND, not the choices."""
     parser = _Parser(prog=PROG, description="PyTorch software stacks for EasyBuild and Lmod.")
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log each decision")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.required = True
-    for name in COMMANDS:
-        if only is not None and name != only:
-            commands.add_parser(name)
-            continue
+    for name in COMMANDS if only is None else (only,):
         module = subcommand(name)
         sub = commands.add_parser(name, help=module.HELP, description=module.HELP)
         module.configure_parser(sub)
@@ -145,6 +146,8 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         return int(args.execute(args))
     except TorchstackError as exc:
+        from torchstack.index._userinfo import redact  # here: only errors and logs need it
+
         sys.stderr.write(f"{PROG}: error: {redact(str(exc))}\n")
         return EXIT_USAGE
     except OSError as exc:
@@ -158,12 +161,16 @@ def _main(argv: Sequence[str] | None) -> int:
 def _redacted(record: logging.LogRecord) -> bool:
     """A log record's message with the credentials of its URLs taken out (any logger's, e.g.
     urllib3's)."""
+    from torchstack.index._userinfo import redact  # here: most commands log nothing
+
     record.msg, record.args = redact(record.getMessage()), None
     return True
 
 
 def _closed(stream: TextIO) -> bool:
     """Whether the reader of `stream` is gone (a pipe whose other end was closed)."""
+    import select  # here: only an OSError or a closed pipe asks
+
     try:
         fd = stream.fileno()
     except (AttributeError, ValueError, OSError):  # replaced by tests, or closed

@@ -5,6 +5,7 @@ Pure functions over symbol names and library names; no file access.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 
@@ -28,27 +29,32 @@ ABI_PROBES = CXX11_PROBES + PRECXX11_PROBES
 # including nested names with qualifiers, typeinfo and vtables, and operators declared at
 # namespace scope (c10::operator<< mangles as _ZN3c10ls...: an operator code, not a length).
 # torch::stable and torch::headeronly are the stable ABI's own C++ wrappers, not libtorch's API.
-_TORCH_CXX = re.compile(
+# The patterns are compiled on first use (`_regex`): a provider's fingerprint, which needs
+# none of them, does not compile them at import.
+_TORCH_CXX = (
     r"^_Z(?:N[KVRO]*|T[ISV]N|TS)(?:3c10|2at|5torch(?!6stable|10headeronly)|6caffe2)"
     r"(?:\d|[a-z][a-zA-Z])"
 )
 # The stable C shims: torch/csrc/stable and the AOTInductor C ABI.
-_STABLE_SHIM = re.compile(r"^(?:aoti_torch_|torch_)")
+_STABLE_SHIM = r"^(?:aoti_torch_|torch_)"
 # The C++ dispatcher API through which an extension registers its kernels (TORCH_LIBRARY,
 # TORCH_LIBRARY_IMPL, RegisterOperators): c10::Dispatcher, c10::RegisterOperators,
 # torch::Library and torch::detail::TorchLibraryInit. Kernels so registered carry the
 # dispatch key numbering of the torch they were compiled against, which changes between
 # releases (2.12 to 2.13), so such an extension is bound to its release even where every
 # symbol resolves.
-_DISPATCHER = re.compile(r"N3c1010Dispatcher|N3c1017RegisterOperators|N5torch7Library|"
-                         r"N5torch6detail16TorchLibraryInit")
+_DISPATCHER = (r"N3c1010Dispatcher|N3c1017RegisterOperators|N5torch7Library|"
+               r"N5torch6detail16TorchLibraryInit")
 # libfoo.so, libfoo.so.1, libfoo.so.1.2.3, _C.cpython-311-x86_64-linux-gnu.so
-_SHARED_OBJECT = re.compile(r"\.so(?:\.\d+)*$")
-_CUDART = re.compile(r"^libcudart(?:[-.][0-9a-f]{8})?\.so\.(\d+)")
+_SHARED_OBJECT = r"\.so(?:\.\d+)*$"
+_CUDART = r"^libcudart(?:[-.][0-9a-f]{8})?\.so\.(\d+)"
 # torch's own libraries (libc10_cuda.so, libtorch_cpu.so, libcaffe2_nvrtc.so), not those of
 # projects whose names start alike (torchcodec's libtorchcodec_core8.so, libtorchaudio.so)
-_TORCH_LIB = re.compile(r"^lib(?:c10|torch|caffe2)(?:_[a-z0-9_]+)?\.so(?:\.[\d.]+)?$")
-_GPU_TORCH_LIB = re.compile(r"_(?:cuda|hip)(?:_|\.)")
+_TORCH_LIB = r"^lib(?:c10|torch|caffe2)(?:_[a-z0-9_]+)?\.so(?:\.[\d.]+)?$"
+_GPU_TORCH_LIB = r"_(?:cuda|hip)(?:_|\.)"
+
+# re.compile, remembered without re's own cache look-up (a third of a call per file name)
+_regex = functools.cache(re.compile)
 
 
 def abi_from_probes(defined: Iterable[str]) -> bool | None:
@@ -63,17 +69,20 @@ def abi_from_probes(defined: Iterable[str]) -> bool | None:
 
 def torch_cxx_symbols(undefined: Iterable[str]) -> list[str]:
     """The undefined symbols that bind a consumer to libtorch's C++ API."""
-    return sorted(s for s in undefined if _TORCH_CXX.match(s))
+    match = _regex(_TORCH_CXX).match
+    return sorted(s for s in undefined if match(s))
 
 
 def stable_shim_symbols(undefined: Iterable[str]) -> list[str]:
     """The undefined symbols that bind a consumer only to libtorch's stable C shims."""
-    return sorted(s for s in undefined if _STABLE_SHIM.match(s))
+    match = _regex(_STABLE_SHIM).match
+    return sorted(s for s in undefined if match(s))
 
 
 def dispatcher_symbols(undefined: Iterable[str]) -> list[str]:
     """The undefined symbols of the C++ dispatcher's registration API (see _DISPATCHER)."""
-    return sorted(s for s in undefined if _DISPATCHER.search(s))
+    search = _regex(_DISPATCHER).search
+    return sorted(s for s in undefined if search(s))
 
 
 def abi_of_cxx_symbols(torch_symbols: Iterable[str]) -> bool | None:
@@ -110,21 +119,23 @@ def is_shared_object(path: str) -> bool:
     """Whether a file name or path names a shared object: `x.so`, `libx.so.1.2`,
     `_C.cpython-311-x86_64-linux-gnu.so`; not `libx.so.1.2.bak` or `libx.so.debug`. The one
     name rule of the fingerprint, the wheel prediction, the loader and the doctor."""
-    return bool(_SHARED_OBJECT.search(path))
+    return bool(_regex(_SHARED_OBJECT).search(path))
 
 
 def cuda_major_of(needed: Iterable[str]) -> int | None:
     """The CUDA major from a DT_NEEDED libcudart.so.N (auditwheel may hash-rename it)."""
-    majors = {int(m.group(1)) for n in needed if (m := _CUDART.match(n))}
+    match = _regex(_CUDART).match
+    majors = {int(m.group(1)) for n in needed if (m := match(n))}
     return max(majors) if majors else None
 
 
 def is_gpu_library(name: str) -> bool:
     """Whether a libtorch library carries torch's CUDA or HIP code (libtorch_cuda.so,
     libc10_hip.so, libtorch_cuda_linalg.so)."""
-    return bool(_GPU_TORCH_LIB.search(name))
+    return bool(_regex(_GPU_TORCH_LIB).search(name))
 
 
 def torch_libraries(needed: Iterable[str]) -> list[str]:
     """The libtorch libraries (libc10*, libtorch*) among DT_NEEDED entries."""
-    return sorted({n for n in needed if _TORCH_LIB.match(n)})
+    match = _regex(_TORCH_LIB).match
+    return sorted({n for n in needed if match(n)})
