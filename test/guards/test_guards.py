@@ -8,11 +8,14 @@ MODULEPATH on the tree) and snapshots the whole environment after every `module`
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from support import scantree
 from support.lmodrun import (
     CU13,
     LMOD_INIT,
@@ -25,10 +28,12 @@ from support.lmodrun import (
 
 from torchstack.cli import main
 from torchstack.fingerprint import compat
-from torchstack.fingerprint.read import Fingerprint
+from torchstack.fingerprint.fromjson import from_json
+from torchstack.fingerprint.read import Fingerprint, FingerprintError
 from torchstack.guards import halves, record
 from torchstack.guards.halves import GuardError
 from torchstack.guards.lua import EVALUATOR as LUA_EVALUATOR
+from torchstack.guards.sitepackage import SITEPACKAGE_READER
 from torchstack.guards.tcl import EVALUATOR as TCL_EVALUATOR
 
 # the libtorch libraries of a consumer that links no GPU code (torchcodec 0.9's), and of one
@@ -479,6 +484,98 @@ class TestEvaluatorsAgreeWithCompat:
         assert halves.requirement(pinned).payload == "torch-python,==2.13.0"
 
 
+# The SitePackage hook's path: a consumer's recorded JSON, read by the hook's reader, its payload
+# joined from the recorded clauses, evaluated by the shared evaluator.
+_SITEPACKAGE_DRIVER = """
+local function run()
+%s
+%s
+   return decode_json, fingerprint_problem, payload_of, fits
+end
+local decode, problem, payload_of, fits = run()
+for line in io.lines() do
+   local tag, text = line:match("^(.-)\t(.*)$")
+   local fp = decode(text)
+   local why = problem(fp)
+   if why then print("refused:" .. why:gsub(" ", "_"))
+   else print(fits(tag, fp.link, payload_of(fp)) and "1" or "0") end
+end
+"""
+
+
+def _hook_verdicts(pairs: list[tuple[str, dict[str, object]]], tmp_path: Path) -> list[str]:
+    """What the SitePackage hook's code says of each (provider tag, consumer JSON)."""
+    script = tmp_path / "hook.lua"
+    script.write_text(_SITEPACKAGE_DRIVER % (LUA_EVALUATOR, SITEPACKAGE_READER),
+                      encoding="utf-8")
+    lines = "".join(f"{tag}\t{json.dumps(data)}\n" for tag, data in pairs)
+    out = subprocess.run(["lua5.3", str(script)], input=lines, capture_output=True,
+                         text=True, check=True).stdout
+    return out.split()
+
+
+class TestRecordedClauses:
+    """The guard clauses are recorded with a consumer's fingerprint; the hook only evaluates."""
+
+    def test_sitepackage_agrees_with_compat(self, tmp_path: Path) -> None:
+        expected = ["1" if compat.check(p, c).compatible else "0" for p, c in _matrix()]
+        got = _hook_verdicts([(p.abi_tag, c.to_json()) for p, c in _matrix()], tmp_path)
+        wrong = [f"{p.version} / {c.abi_tag} {c.requires_torch}: {g}"
+                 for (p, c), e, g in zip(_matrix(), expected, got) if e != g]
+        assert len(got) == len(expected) and not wrong
+
+    def test_the_hook_evaluates_the_recorded_clauses_not_the_rules(self, tmp_path: Path) -> None:
+        # a python consumer needing ~=2.13.0, recorded with clauses that say 2.12 only: the
+        # hook follows the record (it derives nothing), so 2.12 fits and 2.13 does not
+        pinned = consumer("python", None, "~=2.13.0").to_json() | {"guard_clauses": ["<2.13"]}
+        old, cpu = provider("2.12.0+cpu"), CPU
+        assert _hook_verdicts([(old.abi_tag, pinned), (cpu.abi_tag, pinned)],
+                              tmp_path) == ["1", "0"]
+
+    def test_the_guards_carry_the_recorded_clauses(self) -> None:
+        recorded = from_json(consumer("python", None, "~=2.13.0").to_json()
+                             | {"guard_clauses": ["<2.13"]})
+        assert halves.requirement(recorded).payload == "torch-python,<2.13"
+
+    def test_a_file_without_them_is_derived_in_python(self) -> None:
+        for fp, _ in CONSUMERS.values():
+            data = fp.to_json()
+            del data["guard_clauses"]
+            older = from_json(data)
+            assert older.guard_clauses is None
+            assert halves.requirement(older) == halves.requirement(fp)
+            assert halves.requirement(fp).clauses == compat.guard_clauses(fp)
+
+    def test_a_file_without_them_is_refused_by_the_hook(self, tmp_path: Path) -> None:
+        data = CONSUMERS["vision-cxx/cpu"][0].to_json()
+        del data["guard_clauses"]
+        assert _hook_verdicts([(CPU.abi_tag, data)], tmp_path) == [
+            "refused:records_no_guard_clauses_(an_older_torchstack_wrote_it)"]
+
+    @pytest.mark.parametrize(
+        ("clauses", "why"),
+        [
+            pytest.param(["release=2.13.0,abi=cxx11"], "not a guard clause", id="separator"),
+            pytest.param(["python>=2"], "not a guard clause", id="unknown"),
+            pytest.param(["flavour=cu13;x"], "not a guard clause", id="delimiter"),
+            pytest.param("release=2.13.0", "mistypes a field: guard_clauses", id="string"),
+            pytest.param([3], "mistypes a field: guard_clauses", id="number"),
+        ],
+    )
+    def test_malformed_clauses_are_refused(self, clauses: object, why: str,
+                                           tmp_path: Path) -> None:
+        data = CONSUMERS["vision-cxx/cpu"][0].to_json() | {"guard_clauses": clauses}
+        with pytest.raises(FingerprintError, match=why):
+            from_json(data)
+        refused = _hook_verdicts([(CPU.abi_tag, data)], tmp_path)
+        assert refused == ["refused:has_a_malformed_guard_clauses"]
+
+    def test_a_provider_records_none(self) -> None:
+        assert "guard_clauses" not in CPU.to_json()
+        with pytest.raises(FingerprintError, match="a provider records no guard_clauses"):
+            from_json(CPU.to_json() | {"guard_clauses": []})
+
+
 # -- SitePackage.lua ---------------------------------------------------------------------
 
 # Modules without guards: EasyBuild's $EBROOT<NAME> and the fingerprint file only.
@@ -592,6 +689,49 @@ class TestSitePackage:
         _, step = run_module(tmp_path / "again", root, command, site_package=site,
                              inherited=inherited)
         assert (step.rc == 0) == allowed, step.err
+
+
+class TestOlderRecords:
+    def test_refused_until_recorded_again(self, tmp_path: Path) -> None:
+        """A consumer recorded before fingerprints carried guard clauses: the hook refuses
+        it and says how to repair it; `torchstack scan --record` writes the clauses."""
+        root = tmp_path / "easybuild"
+        software = root / "software"
+        for name, fp in {"PyTorch/2.13.0": CPU, "PyTorch/2.14.1": CU13}.items():
+            scantree.write_module(root, name, "lua",
+                                  f'setenv("EBROOTPYTORCH", "{software / name}")\n')
+            record.write_fingerprint(software / name, fp)
+        vision = "torchvision/0.28.0"
+        fp = CONSUMERS["vision-cxx/cpu"][0]
+        scantree.write_module(root, vision, "lua",
+                              f'setenv("EBROOTTORCHVISION", "{software / vision}")\n'
+                              'depends_on("PyTorch/2.13.0")\n')
+        older = {k: v for k, v in fp.to_json().items() if k != "guard_clauses"}
+        (software / vision / record.FINGERPRINT_FILE).parent.mkdir(parents=True)
+        (software / vision / record.FINGERPRINT_FILE).write_text(json.dumps(older),
+                                                                   encoding="utf-8")
+        site = tmp_path / "site"
+        site.mkdir()
+        (site / "SitePackage.lua").write_text(halves.sitepackage_lua(), encoding="utf-8")
+        modules = root / "modules" / "all"
+
+        before, step = run_module(tmp_path / "older", modules, f"load {vision}",
+                                  site_package=site)
+        assert_refused(before, step, "records no guard_clauses (an older torchstack wrote it): "
+                       "record it again (torchstack scan INSTALLPATH --record)")
+
+        done = subprocess.run([sys.executable, "-m", "torchstack", "scan", str(root),
+                               "--record"], capture_output=True, text=True, check=False)
+        assert done.returncode == 0, done.stderr
+        assert f"recorded {vision}" in done.stdout
+        again = record.read_fingerprint(software / vision)
+        assert again == fp and again.guard_clauses == compat.guard_clauses(fp)
+
+        _, loaded, swapped = run_module(tmp_path / "again", modules, f"load {vision}",
+                                        "swap PyTorch/2.13.0 PyTorch/2.14.1",
+                                        site_package=site)
+        assert loaded.rc == 0, loaded.err
+        assert_refused(loaded, swapped, f"{vision} needs {CPU.abi_tag}")
 
 
 class TestCli:

@@ -440,17 +440,26 @@ def record_scanned(scan: Scan) -> list[InstalledModule]:
     """Write the fingerprint of every module that had none recorded (modules that predate
     torchstack), as the hooks file would have: the SitePackage.lua hook reads these files.
     A consumer is recorded only once the provider it runs on is known, since an extension
-    whose metadata names no torch release is taken as built against that provider's torch."""
+    whose metadata names no torch release is taken as built against that provider's torch.
+    A consumer's record without guard clauses (written before they were recorded) is written
+    again with them."""
     recorded = []
     for module in scan.modules:
-        if module.source != "scanned" or module.fingerprint is None:
+        if module.fingerprint is None or not (module.source == "scanned" or _stale(module)):
             continue
-        if module.is_consumer and module.runs_on is None:
+        if module.source == "scanned" and module.is_consumer and module.runs_on is None:
             log.warning("%s: no PyTorch module among its loads; not recorded", module.name)
             continue
         write_fingerprint(module.software, module.fingerprint)
         recorded.append(module)
     return recorded
+
+
+def _stale(module: InstalledModule) -> bool:
+    """A recorded consumer fingerprint that lacks the guard clauses the SitePackage hook needs."""
+    found = module.fingerprint
+    return (module.source == "recorded" and found is not None and found.role == "consumer"
+            and found.guard_clauses is None)
 
 
 def plan_swap(scan: Scan, source: str, target: str) -> SwapReport:

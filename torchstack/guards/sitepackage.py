@@ -230,6 +230,19 @@ READER_TEMPLATE = r"""
       return nil, "is not JSON: " .. tostring(result)
    end
 
+   -- the forms of compat.CLAUSE (an unknown one would only fail to hold)
+   local CLAUSE_FORMS = {"^==%d[%d.]*$", "^!=%d[%d.]*$", "^>=%d[%d.]*$", "^<=%d[%d.]*$",
+                         "^>%d[%d.]*$", "^<%d[%d.]*$", "^!=%d[%d.]*%.%*$",
+                         "^release=%d[%w.]*$", "^flavour=%l+[%d.]*$", "^abi=%l[%l%d]*$"}
+
+   local function is_clause(clause)
+      if type(clause) ~= "string" then return false end
+      for _, form in ipairs(CLAUSE_FORMS) do
+         if clause:match(form) then return true end
+      end
+      return false
+   end
+
    -- a consumer's file written before fingerprints carried their guard clauses
    local STALE = "records no guard_clauses (an older torchstack wrote it)"
 
@@ -247,7 +260,7 @@ READER_TEMPLATE = r"""
          return "has no valid abi_tag"
       end
       if type(fp.torch) ~= "table" or not OBJECTS[fp.torch] then return "has no torch object" end
-      if not opt(fp.torch.release, "^%d[%d.]*$") then return "has a malformed torch.release" end
+      if not opt(fp.torch.release, "^%d[%w.]*$") then return "has a malformed torch.release" end
       if fp.role == "consumer" then
          local links = {cxx = true, stable = true, python = true}
          if not links[fp.link] then return "has no link cxx/stable/python" end
@@ -273,9 +286,7 @@ READER_TEMPLATE = r"""
             return "has a malformed guard_clauses"
          end
          for _, clause in ipairs(clauses) do
-            if type(clause) ~= "string" or not clause:match("^[%w.=<>!*]+$") then
-               return "has a malformed guard_clauses"
-            end
+            if not is_clause(clause) then return "has a malformed guard_clauses" end
          end
       end
       return nil
