@@ -19,7 +19,7 @@ from urllib.parse import quote
 import pytest
 from support.ebenv import EasyBuildEnv
 from support.indexserver import IndexServer
-from support.releasewheels import CU12_PINS, cpu_release, pypi_release
+from support.releasewheels import CU12_PINS, release_indexes
 
 from torchstack.cli import main
 from torchstack.generator import toolchains
@@ -34,8 +34,7 @@ WHL_SET = [
 
 @pytest.fixture(scope="session")
 def synthetic_wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Path]]:
-    root = tmp_path_factory.mktemp("release-2.9.1")
-    return {"pypi": pypi_release(root / "pypi"), "cpu": cpu_release(root / "cpu")}
+    return release_indexes(tmp_path_factory.mktemp("release-2.9.1"))
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from typing import ClassVar
 
 import pytest
 from support.indexserver import IndexServer
-from support.releasewheels import cpu_release, pypi_release
+from support.releasewheels import wheels_fixture  # noqa: F401  (the fixture `wheels`)
 from support.wheelbuild import build_wheel
 
 from torchstack.cli import main
@@ -26,12 +26,6 @@ ENCODED = "Xq7%2FZt9%23Kw3%3FVb5%40Mn1"
 LOGIN = (b'<!DOCTYPE html><html><head><title>Sign in</title></head><body><form method="post" '
          b'action="/login"><input name="user"><input type="password" name="password">'
          b'</form><a href="/help">Help</a></body></html>')
-
-
-@pytest.fixture(scope="module")
-def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Path]]:
-    root = tmp_path_factory.mktemp("release-2.9.1")
-    return {"pypi": pypi_release(root / "pypi"), "cpu": cpu_release(root / "cpu")}
 
 
 @pytest.fixture

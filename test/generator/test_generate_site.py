@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from support.ebenv import EasyBuildEnv
 from support.indexserver import IndexServer
-from support.releasewheels import cpu_release, pypi_release
+from support.releasewheels import wheels_fixture  # noqa: F401  (the fixture `wheels`)
 
 from torchstack import cudalibs
 from torchstack.cli import main
@@ -29,12 +29,6 @@ from torchstack.index.protocol import IndexUnreachableError
 
 CUDA = "('CUDA', '12.8.0', '', SYSTEM)"
 AS_ROOT = "export EASYBUILD_ALLOW_USE_AS_ROOT_AND_ACCEPT_CONSEQUENCES=1\n"  # as in run_eb
-
-
-@pytest.fixture(scope="module")
-def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Path]]:
-    root = tmp_path_factory.mktemp("release-2.9.1")
-    return {"pypi": pypi_release(root / "pypi"), "cpu": cpu_release(root / "cpu")}
 
 
 @pytest.fixture

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from support.wheelbuild import build_wheel
 
 LINUX = 'platform_system == "Linux"'
@@ -92,3 +94,14 @@ def cpu_release(dest: Path, torch: str = "2.9.1", vision: str = "0.24.1", audio:
             wheels.append(build_wheel(dest, "torchaudio", f"{audio}+cpu", _package("torchaudio"),
                                       (f"torch=={torch}",), tag))
     return wheels
+
+
+def release_indexes(dest: Path) -> dict[str, list[Path]]:
+    """torch 2.9.1's release by the index that serves it: "pypi" and "cpu" (the variant index)."""
+    return {"pypi": pypi_release(dest / "pypi"), "cpu": cpu_release(dest / "cpu")}
+
+
+@pytest.fixture(scope="module", name="wheels")
+def wheels_fixture(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Path]]:
+    """`release_indexes` once per test module (import it as the fixture `wheels`)."""
+    return release_indexes(tmp_path_factory.mktemp("release-2.9.1"))
