@@ -41,7 +41,8 @@ _SITE_PACKAGES_GLOBS = ("lib*/python*/site-packages", "local/lib*/python*/site-p
 def normalize_name(name: str) -> str:
     """The PEP 503 normalized project name (packaging.utils.canonicalize_name's rule).
 
-    Spelled out here because importing packaging.utils costs a fingerprint 20 ms of startup.
+    Spelled out here because importing packaging.utils (packaging.tags comes with it) would add
+    to every fingerprint's start-up (the figure: bench/README.rst).
     """
     return re.sub(r"[-_.]+", "-", name).lower()
 
@@ -149,7 +150,8 @@ def _parse_metadata(text: str) -> tuple[str, str, tuple[str, ...]]:
 def parse_headers(text: str) -> dict[str, list[str]]:
     """The RFC 822 header block of core metadata, lower-cased names, values in order.
 
-    The header block is all torchstack reads; email.parser would cost 15 ms of startup.
+    The header block is all torchstack reads; importing email.parser would add to every
+    command's start-up (the figure: bench/README.rst).
     """
     headers: dict[str, list[str]] = {}
     last = None
