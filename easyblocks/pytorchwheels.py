@@ -159,8 +159,9 @@ class PyTorchWheels(PythonBundle):
         EasyBuild's checks); torch is what was declared; one import of all the wheels install
         (beside EasyBuild's checks once the module is loaded); with a compiler in the
         toolchain, a C++ extension builds against torch (also beside EasyBuild's checks)."""
-        # The files are in place: from here PythonBundle searches them for .pth files once.
-        self._pth_searches = {}
+        # The files are in place: from here PythonBundle searches them for .pth files once
+        # (on the EasyBuild releases torchstack's search was tested with).
+        self._pth_searches = pthsearch.store(self.log)
         self.background.start_checks(self._library_search_path(),
                                      extension=self._has_cxx_compiler() and self.fingerprint is not None)
         try:

@@ -3,6 +3,7 @@ the same modes as EasyBuild's own step, on copies of one tree with odd modes and
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import os
@@ -18,7 +19,7 @@ from easybuild.framework.easyblock import EasyBlock
 from easybuild.tools import filetools
 from easybuild.tools.build_log import EasyBuildError
 
-from torchstack.install import permissions
+from torchstack.install import ebversions, permissions
 from torchstack.install.permissions import read_once
 
 DEFAULTS = {"read_only_installdir": False, "group_writable_installdir": False, "umask": None,
@@ -56,6 +57,15 @@ def _modes(root: Path) -> dict[str, int]:
     outside = root.parent / f"{root.name}-outside" / "victim"
     found["<outside>"] = os.lstat(outside).st_mode
     return found
+
+
+@pytest.fixture(autouse=True)
+def _made_on_this_release(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The replacement made on whatever EasyBuild release is installed: these tests decide
+    whether a release goes into ebversions.PERMISSIONS (test_ebversions.py checks it is)."""
+    here = ebversions.installed(ebversions.PERMISSIONS.package)
+    monkeypatch.setattr(ebversions, "PERMISSIONS",
+                        dataclasses.replace(ebversions.PERMISSIONS, tested=(here,)))
 
 
 @pytest.fixture

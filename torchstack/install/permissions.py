@@ -12,7 +12,8 @@ symbolic links, lists every path before changing any (a folder that loses search
 still walked), counts failures against --max-fail-ratio-adjust-permissions and raises the same
 errors. Calls it does not cover (not recursive, not relative, or changing the group) go to
 EasyBuild's own, after which nothing read is trusted. EasyBuild has no setting for this, so the
-name is replaced in its easyblock module for the block, as pthsearch does for PythonBundle.
+name is replaced in its easyblock module for the block, as pthsearch does for PythonBundle, and
+only on the EasyBuild releases it was tested with (install.ebversions).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from easybuild.base import fancylogger
 from easybuild.framework import easyblock
 from easybuild.tools.build_log import EasyBuildError
 from easybuild.tools.config import build_option
+
+from torchstack.install import ebversions
 
 # The parameters of EasyBuild's adjust_permissions this replacement knows; a call with any
 # other goes to EasyBuild's.
@@ -155,15 +158,17 @@ def _check_fail_ratio(failures: int, total: int) -> None:
 
 
 @contextlib.contextmanager
-def read_once() -> Iterator[None]:
+def read_once(log: Any = _log) -> Iterator[bool]:
     """Within the block, EasyBuild's easyblock module adjusts permissions through one
-    `Installation`: for a permissions step, nothing else may change the installation meanwhile."""
+    `Installation`: for a permissions step, nothing else may change the installation meanwhile.
+    Yields whether it does: not on an EasyBuild release this was not tested with, which one
+    line in `log` (the easyblock's) names."""
     original = getattr(easyblock, "adjust_permissions", None)
-    if original is None:  # an EasyBuild that adjusts permissions otherwise
-        yield
+    if original is None or not ebversions.replacing(ebversions.PERMISSIONS, log):
+        yield False  # EasyBuild's own adjust_permissions, as it is
         return
     easyblock.adjust_permissions = reading_once(original, Installation())
     try:
-        yield
+        yield True
     finally:
         easyblock.adjust_permissions = original

@@ -9,7 +9,9 @@ are installed, what PythonBundle asks (is there any .pth file?) cannot change: t
 running meanwhile adds only .pyc files, and search_file matches file names, where the name of a
 .pyc holds '.pth' exactly when its source's does (`<name>.py` becomes
 `__pycache__/<name>.<tag>.pyc`). EasyBuild has no setting for this, so `searched_once`
-replaces the name search_file in PythonBundle's module for the duration of a block.
+replaces the name search_file in PythonBundle's module for the duration of a block, with the
+answers kept in a store that `store` hands out only on the EasyBuild releases this was tested
+with (install.ebversions).
 
 The one search that is left runs while the byte-compile adds files, before the sanity check
 can load its module: EasyBuild's builds an index of every file first, with a relative path
@@ -32,6 +34,8 @@ from easybuild.easyblocks.generic import pythonbundle
 from easybuild.tools import filetools
 from easybuild.tools.config import build_option
 from easybuild.tools.utilities import natural_keys
+
+from torchstack.install import ebversions
 
 Answer = tuple[list[Any], list[str]]  # search_file's (var_defs, hits)
 Searches = dict[tuple[Any, ...], Answer]
@@ -86,11 +90,18 @@ def _first_search(search_file: Callable[..., Answer], paths: list[str], query: s
     return [], hits
 
 
+def store(log: Any) -> Searches | None:
+    """Where `searched_once` keeps one installation's answers, from the sanity check on: None
+    on an EasyBuild release this was not tested with (PythonBundle's own search runs), which
+    one line in `log` (the easyblock's) names."""
+    return {} if ebversions.replacing(ebversions.PTHSEARCH, log) else None
+
+
 @contextlib.contextmanager
 def searched_once(searches: Searches) -> Iterator[None]:
     """Within the block, PythonBundle's search_file runs each distinct search once: the first
-    call searches (`_first_search`) and records the answer in `searches`, later ones get a
-    copy of it."""
+    call searches (`_first_search`) and records the answer in `searches` (from `store`),
+    later ones get a copy of it."""
     search_file = getattr(pythonbundle, "search_file", None)
     if search_file is None:  # an EasyBuild whose PythonBundle searches otherwise
         yield

@@ -10,7 +10,8 @@ easyblocks stay glue and record the same fingerprint file, whatis line and guard
   sanity commands (`start_library_check`, `finish_library_check`), and the installed torch is
   the one the easyconfig declares (`check_declared_torch`); PyTorchWheels' other work beside
   the steps (byte-compile, import and C++ extension checks) is install.background's;
-- permissions: EasyBuild's step reading the installation once (`adjust_permissions`);
+- permissions: EasyBuild's step reading the installation once (`adjust_permissions`), on the
+  EasyBuild releases that was tested with (install.ebversions);
 - module file: the consumer half before the dependency on PyTorch, the provider half at the
   end (`consumer_module_dep`, `provider_module_extra`); with `eb --module-only` no step has
   fingerprinted the installation, so the one it recorded earlier is used
@@ -48,7 +49,8 @@ def dependency_roots(block: EasyBlock, runtime_only: bool = False) -> list[str]:
 
 def record_fingerprint(block: EasyBlock, any_easyblock: bool = False) -> Fingerprint | None:
     """Fingerprint the installation, refuse consumers that do not fit the torch under them,
-    record the fingerprint and add its whatis line; None when the installation holds nothing
+    record the fingerprint and add its whatis line; the fingerprint as recorded (read back,
+    with its guard clauses), None when the installation holds nothing
     torch-related or nothing was installed (eb --extended-dry-run).
 
     `any_easyblock` (the hooks file): an installation without Python distributions is left
@@ -69,13 +71,19 @@ def record_fingerprint(block: EasyBlock, any_easyblock: bool = False) -> Fingerp
         raise EasyBuildError("torchstack: %s", err) from err
     # bench/install.py reads these timing lines into its breakdown.
     block.log.info("torchstack: fingerprint took %.3f s", time.perf_counter() - start)
-    if found.fingerprint is not None:
+    if found.fingerprint is None:
+        return None
+    try:
         record.write_fingerprint(block.installdir, found.fingerprint)
-        if any_easyblock:
-            block.log.info("%s", record.whatis_line(found.fingerprint))
-        else:
-            _add_whatis(block, found.fingerprint)
-    return found.fingerprint
+        # read back: the module guards carry the guard clauses the file records
+        recorded = record.read_fingerprint(block.installdir)
+    except TorchstackError as err:
+        raise EasyBuildError("torchstack: %s", err) from err
+    if any_easyblock:
+        block.log.info("%s", record.whatis_line(found.fingerprint))
+    else:
+        _add_whatis(block, found.fingerprint)
+    return recorded
 
 
 def recorded_fingerprint(block: EasyBlock) -> Fingerprint | None:
@@ -143,12 +151,13 @@ def finish_library_check(block: EasyBlock, check: LibraryCheck) -> None:
 
 def adjust_permissions(block: EasyBlock, permissions_step: Callable[[], None]) -> None:
     """Run EasyBuild's `permissions_step`, reading the installation once
-    (`permissions.read_once`), with a line for its own time, apart from the wait for the
-    byte-compile (logged with that)."""
+    (`permissions.read_once`, on the EasyBuild releases it was tested with), with a line for
+    its own time, apart from the wait for the byte-compile (logged with that)."""
     start = time.perf_counter()
-    with permissions.read_once():
+    with permissions.read_once(block.log) as replaced:
         permissions_step()
-    block.log.info("torchstack: permissions step, reading the installation once, took %.3f s",
+    how = "reading the installation once" if replaced else "EasyBuild's own"
+    block.log.info("torchstack: permissions step, %s, took %.3f s", how,
                    time.perf_counter() - start)
 
 
