@@ -1,23 +1,12 @@
 """Whether a provider (a torch build) satisfies a consumer, with the reasons either way.
 
-The rules of docs/design.rst ("Compatibility rules"), one function a rule, each returning
-the reasons it refuses:
-- python: the provider's version satisfies the consumer's Requires-Dist on torch.
-- stable: additionally the provider is at least the release the consumer was built
-  against, and CUDA flavour and major match where the consumer links CUDA code.
-- cxx: same release (local tag aside), same C++ ABI, same CUDA flavour and major where the
-  consumer's binaries link CUDA (or HIP) code; one that links none runs on any flavour.
-
-RULES pairs each rule with its clause encoding: the text clauses that carry it into a module
-guard, where the Lua and Tcl evaluators (`EVALUATOR` of torchstack.guards.lua and .tcl, and
-`payload_of` of the SitePackage hook) test them against the abi tag of a loaded torch. Clauses:
-`==V`, `!=V`, `>=V`, `<=V`, `>V`, `<V` and `!=V.*` on the release (numeric per dot-separated
-component, missing components count as 0), `release=V` (the same numbers and the same
-pre-, post- or dev-segment: 2.14.0a0 is not 2.14.0), `flavour=F` and `abi=A` (the provider
-tag's C++ ABI field). A cxx consumer whose binaries link CUDA or HIP code needs no clauses:
-the guards compare its exact abi tag, which names release, C++ ABI and flavour. One that links
-no GPU library runs on any flavour of its release and ABI, so its rules go out as clauses. A
-new rule is one entry here and the same test in the two evaluators.
+The rules are those of docs/design.rst, "Compatibility rules" (link classes, "The flavour
+rule", "Symbol verification"), one function a rule, each returning the reason it refuses.
+`RULES` pairs each rule with its clause encoding, and `guard_clauses` turns a consumer's rules
+into the clauses recorded with its fingerprint, which the Lua and Tcl evaluators and the
+SitePackage hook only evaluate (docs/design.rst, "Guard clauses"): this module is the one
+place where rules become clauses. A new rule is one entry in `RULES`; a new kind of clause
+also enters `CLAUSE` and the `holds` of the two evaluators.
 """
 
 from __future__ import annotations

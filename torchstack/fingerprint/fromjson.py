@@ -3,7 +3,8 @@
 A fingerprint file comes from `torchstack fingerprint --json`, from an installation's
 `easybuild/torchstack-fingerprint.json` or from a person's editor: every field is checked for
 its JSON type and its value (PEP 440 versions, a valid specifier, CUDA and ROCm versions,
-a known role and link class), so that a damaged file is an error, never half of a verdict.
+a known role and link class, guard clauses of compat's grammar), so that a damaged file is an
+error, never half of a verdict (docs/design.rst, "Reading it back").
 """
 
 from __future__ import annotations

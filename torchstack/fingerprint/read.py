@@ -107,7 +107,7 @@ class Fingerprint:
 
     def to_json(self) -> dict[str, Any]:
         """The recorded form: a consumer's guard clauses derived by compat, the one place
-        where rules become clauses (docs/design.rst, "The fingerprint")."""
+        where rules become clauses (docs/design.rst, "Guard clauses")."""
         data = asdict(self)
         data["torch_libraries"] = list(self.torch_libraries)
         del data["guard_clauses"]
@@ -289,8 +289,8 @@ def consumer_fingerprint(dist: Distribution,
 
 def torch_requirement(dist: Distribution) -> Requirement | None:
     """The unconditional (no extra) Requires-Dist on torch, None when there is none."""
-    # Imported here: only consumers need it, and packaging.requirements costs a provider
-    # fingerprint 25 ms.
+    # Imported here: only consumers need it, and packaging.requirements is a large part of a
+    # provider fingerprint's time (bench/README.rst).
     from torchstack import markers
 
     for line in dist.requires_dist:

@@ -21,7 +21,7 @@ names the exact tag a cxx consumer needs, otherwise every clause must hold for t
 C++ ABI and flavour parsed out of the provider tag `torch-<release>-<abi>-<flavour>`. The
 clauses are those recorded with the consumer's fingerprint (`guard_clauses`), which
 `compat.guard_clauses` derives from the rules: compat is the one place where rules become
-clauses (docs/design.rst, "Compatibility rules").
+clauses (docs/design.rst, "Guard clauses"; the halves: "The two halves").
 
 On refusal Lmod (Lua `LmodError`, Tcl `error`, which Lmod's Tcl reader turns into LmodError)
 aborts the whole command before it writes any change: the shell's environment, LOADEDMODULES

@@ -31,8 +31,8 @@ def lua_string(text: str) -> str:
 # fits(tag, kind, payload): does the torch of abi tag `tag` satisfy a registered requirement?
 # cxx without clauses: the payload's first field is the exact tag; otherwise every clause
 # after it holds.
-# The clauses are those of torchstack.fingerprint.compat (its module doc); a new one is a new
-# test in holds.
+# The clauses are those recorded with a consumer's fingerprint; a new kind is a new test in
+# holds (docs/design.rst, "Guard clauses").
 EVALUATOR_TEMPLATE = """\
    local function compare(a, b, n)
       -- numeric per dot-separated component; only the first n components when n is given

@@ -1,4 +1,5 @@
-"""The guard protocol: the names and formats that Python, the Lua text and the Tcl text share.
+"""The guard protocol: the names and formats that Python, the Lua text and the Tcl text share
+(docs/design.rst, "The guard protocol").
 
 Module guards talk through the environment and the fingerprint file: a provider half sets
 PROVIDER_VARIABLE (its abi tag) and MODULE_VARIABLE (its module), a consumer half registers

@@ -1,4 +1,7 @@
-"""Record a fingerprint in an installation and in its module file."""
+"""Record a fingerprint in an installation and in its module file.
+
+See docs/design.rst, "Where it is recorded".
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Lua text of the site-wide SitePackage.lua hook (`torchstack lmod-sitepackage`).
+"""Lua text of the site-wide SitePackage.lua hook (`torchstack lmod-sitepackage`; docs/design.rst,
+"The SitePackage hook").
 
 The hook (SITEPACKAGE_HEAD, then lua.EVALUATOR, SITEPACKAGE_READER, SITEPACKAGE_BODY) checks
 every loaded torch against every loaded consumer after each command that loads modules, by

@@ -37,8 +37,8 @@ def tcl_string(text: str) -> str:
     return '"' + "".join(out) + '"'
 
 
-# torchstack_fits: Lua's fits, for the clauses of torchstack.fingerprint.compat (a new one goes into
-# torchstack_holds)
+# torchstack_fits: Lua's fits, for the recorded guard clauses (docs/design.rst, "Guard clauses";
+# a new kind goes into torchstack_holds)
 EVALUATOR_TEMPLATE = """\
 proc torchstack_compare {a b {n 0}} {
     # numeric per dot-separated component; only the first n components when n > 0
