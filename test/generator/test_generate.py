@@ -240,16 +240,6 @@ class TestErrors:
                      if w.name == "torch-2.9.1+cpu-cp313-cp313-manylinux_2_28_x86_64.whl")
         assert _sha256(torch) in (out / "PyTorch-2.9.1-foss-2025a-whl.eb").read_text()
 
-    def test_yanked_torch_skipped(self, tmp_path: Path, synthetic_wheels: dict[str, list[Path]],
-                                  capsys: pytest.CaptureFixture[str]) -> None:
-        with IndexServer() as cpu:
-            for wheel in synthetic_wheels["cpu"]:
-                yank = wheel.name.startswith("torch-") and "aarch64" in wheel.name
-                cpu.add_wheel(wheel, yanked="broken build" if yank else False)
-            code, out = _generate(tmp_path, "2.9.1", "--index", cpu.index_url)
-        assert code == 0
-        assert "aarch64" not in (out / "PyTorch-2.9.1-foss-2025a-whl.eb").read_text()
-
     def test_never_overwrites_without_force(self, tmp_path: Path,
                                             indexes: tuple[IndexServer, ...],
                                             capsys: pytest.CaptureFixture[str]) -> None:
