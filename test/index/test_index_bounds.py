@@ -8,7 +8,6 @@ second; one case per bomb also runs with the default caps, as generate uses them
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -83,12 +82,12 @@ class TestDeadline:
             only_range_reads(server)
         server.trickle(path(server), 0.05, headers=headers)
         index = fast(server)
-        started = time.monotonic()
+        # the error says the deadline cut both attempts (no timing threshold here: the
+        # trickle would otherwise pass requests' per-read timeout for ever)
         with pytest.raises(IndexAccessError, match=r"no complete answer within the deadline of "
                                                    r"0\.5 s per request \(gave up after 2 "
                                                    r"attempts\)"):
             call(index)
-        assert time.monotonic() - started < 3.0  # two attempts of 0.5 s, not 10 s reads
         assert len(server.hits_of(path(server))) == 2
 
     def test_a_missed_deadline_is_retried(self, server: IndexServer) -> None:
