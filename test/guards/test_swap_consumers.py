@@ -15,18 +15,22 @@ from typing import Any
 import pytest
 from support.ebenv import EasyBuildEnv
 from support.ebmodules import WHEELS, beyond_module
-from support.swapmatrix import Cell, assert_load, assert_runs_on_own, assert_swap, software
+from support.swapmatrix import (
+    CPU,
+    CUDA,
+    Cell,
+    assert_load,
+    assert_runs_on_own,
+    assert_swap,
+    beyond_cells,
+    software,
+)
 
 from torchstack.fingerprint import compat
 from torchstack.guards.record import read_fingerprint
 from torchstack.index import wheelelf
 
-CPU, CUDA = "PyTorch/2.13.0-whl", "PyTorch/2.14.1-CUDA-13.0-whl"
-CELLS = [
-    Cell("fbgemm", CUDA, CPU, False),  # cxx: built on 2.14, 2.13.0 lacks its symbols
-    Cell("audio", CUDA, CPU, False),   # stable: its shims need 2.13.0, its CUDA code a CUDA torch
-]
-IDS = ["cxx-older-release", "stable-cpu-provider"]
+CELLS = beyond_cells(CPU, CUDA)
 
 
 @pytest.fixture(scope="session")
@@ -53,12 +57,12 @@ class TestPredictionIsRecorded:
 
 
 class TestSwap:
-    @pytest.mark.parametrize("cell", CELLS, ids=IDS)
+    @pytest.mark.parametrize("cell", CELLS.values(), ids=CELLS.keys())
     def test_swap_verdict_matches_reality(self, eb_env: EasyBuildEnv,
                                           beyond_modules: dict[str, str], cell: Cell) -> None:
         assert_swap(eb_env, beyond_modules[cell.consumer], cell)
 
-    @pytest.mark.parametrize("cell", CELLS, ids=IDS)
+    @pytest.mark.parametrize("cell", CELLS.values(), ids=CELLS.keys())
     def test_load_on_other_provider(self, eb_env: EasyBuildEnv,
                                     beyond_modules: dict[str, str], cell: Cell) -> None:
         assert_load(eb_env, beyond_modules[cell.consumer], cell)

@@ -13,18 +13,19 @@ from __future__ import annotations
 import pytest
 from support.ebenv import EasyBuildEnv, wheel_easyconfig
 from support.ebmodules import stage_wheels
-from support.swapmatrix import CALLS, Cell, assert_load, assert_runs_on_own, assert_swap
+from support.swapmatrix import (
+    CALLS,
+    CPU,
+    CPU_COPY,
+    CUDA,
+    Cell,
+    assert_load,
+    assert_runs_on_own,
+    assert_swap,
+    companion_cells,
+)
 
-CPU, CPU_COPY = "PyTorch/2.13.0-whl", "PyTorch/2.13.0-copy-whl"
-CUDA = "PyTorch/2.14.1-CUDA-13.0-whl"
-# (consumer, its own provider, other provider, whether the consumer runs on the other one)
-CELLS = [
-    Cell("ext", CPU, CUDA, False),       # cxx: another release and CUDA flavour
-    Cell("ext", CPU, CPU_COPY, True),    # cxx: another install with the same abi tag
-    Cell("toy", CPU, CUDA, True),        # python: torch>=2.13 holds for 2.14.1
-    Cell("vision", CUDA, CPU, False),    # stable: 2.13.0 is older than 2.14 and has no CUDA
-]
-IDS = ["cxx-other-release", "cxx-same-tag", "python-newer", "stable-older-cpu"]
+CELLS = companion_cells(CPU, CPU_COPY, CUDA)
 
 
 @pytest.fixture(scope="session")
@@ -48,14 +49,14 @@ def stack_modules(demo_ext_module: str, toy_module: str, torchvision_stable_modu
 
 
 class TestSwap:
-    @pytest.mark.parametrize("cell", CELLS, ids=IDS)
+    @pytest.mark.parametrize("cell", CELLS.values(), ids=CELLS.keys())
     def test_swap_verdict_matches_reality(self, eb_env: EasyBuildEnv,
                                           stack_modules: dict[str, str], cell: Cell) -> None:
         assert_swap(eb_env, stack_modules[cell.consumer], cell)
 
 
 class TestLoad:
-    @pytest.mark.parametrize("cell", CELLS, ids=IDS)
+    @pytest.mark.parametrize("cell", CELLS.values(), ids=CELLS.keys())
     def test_load_on_other_provider(self, eb_env: EasyBuildEnv,
                                     stack_modules: dict[str, str], cell: Cell) -> None:
         assert_load(eb_env, stack_modules[cell.consumer], cell)

@@ -23,6 +23,7 @@ from support.swapmatrix import (
     assert_load,
     assert_runs_on_own,
     assert_swap,
+    companion_cells,
     recorded_tag,
     software,
 )
@@ -33,13 +34,7 @@ from torchstack.paths import hooks_path
 
 PB_CPU, PB_COPY = "PyTorch/2.13.0-pb", "PyTorch/2.13.0-copy-pb"
 PB_CUDA = "PyTorch/2.14.1-CUDA-13.0-pb"
-CELLS = [
-    Cell("ext", PB_CPU, PB_CUDA, False),     # cxx: another release and CUDA flavour
-    Cell("ext", PB_CPU, PB_COPY, True),      # cxx: another install with the same abi tag
-    Cell("toy", PB_CPU, PB_CUDA, True),      # python: torch>=2.13 holds for 2.14.1
-    Cell("vision", PB_CUDA, PB_CPU, False),  # stable: 2.13.0 is older than 2.14 and has no CUDA
-]
-IDS = ["cxx-other-release", "cxx-same-tag", "python-newer", "stable-older-cpu"]
+CELLS = companion_cells(PB_CPU, PB_COPY, PB_CUDA)
 # The nvidia-* and cuda-* wheels install namespace packages, with no module of their own name
 # for PythonBundle's import check; torch is imported instead.
 CUDA_BUNDLE_EXTRA = ("exts_default_options = {'modulename': False}\n"
@@ -153,12 +148,12 @@ class TestMatrix:
                           consumer: str) -> None:
         assert_runs_on_own(eb_env, pb_stack[consumer], consumer)
 
-    @pytest.mark.parametrize("cell", CELLS, ids=IDS)
+    @pytest.mark.parametrize("cell", CELLS.values(), ids=CELLS.keys())
     def test_swap_under_consumer(self, eb_env: EasyBuildEnv, pb_stack: dict[str, str],
                                  cell: Cell) -> None:
         assert_swap(eb_env, pb_stack[cell.consumer], cell)
 
-    @pytest.mark.parametrize("cell", CELLS, ids=IDS)
+    @pytest.mark.parametrize("cell", CELLS.values(), ids=CELLS.keys())
     def test_consumer_on_other_provider(self, eb_env: EasyBuildEnv, pb_stack: dict[str, str],
                                         cell: Cell) -> None:
         assert_load(eb_env, pb_stack[cell.consumer], cell)

@@ -50,6 +50,32 @@ class Cell:
     compatible: bool  # does the consumer really run on `other`?
 
 
+# The PyTorch modules conftest installs with the torchstack easyblocks (Lmod and Tcl trees):
+# torch 2.13.0+cpu, a second install of it (same abi tag) and torch 2.14.1 (CUDA 13 wheels).
+CPU, CPU_COPY = "PyTorch/2.13.0-whl", "PyTorch/2.13.0-copy-whl"
+CUDA = "PyTorch/2.14.1-CUDA-13.0-whl"
+
+
+def companion_cells(cpu: str, copy: str, cuda: str) -> dict[str, Cell]:
+    """The cells of the companion consumers (CALLS) by test id, on one set of PyTorch modules:
+    `cpu` (torch 2.13.0+cpu), `copy` (another install of it), `cuda` (torch 2.14.1, CUDA 13)."""
+    return {
+        "cxx-other-release": Cell("ext", cpu, cuda, False),  # another release and CUDA flavour
+        "cxx-same-tag": Cell("ext", cpu, copy, True),  # another install with the same abi tag
+        "python-newer": Cell("toy", cpu, cuda, True),  # torch>=2.13 holds for 2.14.1
+        "stable-older-cpu": Cell("vision", cuda, cpu, False),  # 2.13.0 < 2.14 and has no CUDA
+    }
+
+
+def beyond_cells(cpu: str, cuda: str) -> dict[str, Cell]:
+    """The cells of the consumers beyond the companions (BEYOND_CALLS), both built on `cuda`."""
+    return {
+        "cxx-older-release": Cell("fbgemm", cuda, cpu, False),  # 2.13.0 lacks its symbols
+        # its shims need 2.13.0, its CUDA code a CUDA torch
+        "stable-cpu-provider": Cell("audio", cuda, cpu, False),
+    }
+
+
 def works(consumer: str) -> str:
     """The shell line that imports the consumer and calls one of its functions."""
     return f"python -c {shlex.quote((CALLS | BEYOND_CALLS)[consumer])}"
