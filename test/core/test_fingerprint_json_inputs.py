@@ -23,6 +23,8 @@ from packaging.version import InvalidVersion, Version
 from support.badinput import assert_one_error, run_cli
 from support.synthetic import SyntheticWheels
 
+from torchstack.cli import main
+from torchstack.fingerprint import compat
 from torchstack.fingerprint.fromjson import load_fingerprint
 from torchstack.fingerprint.read import FingerprintError, fingerprint_path
 from torchstack.guards.record import FINGERPRINT_FILE, read_fingerprint
@@ -178,3 +180,19 @@ class TestFieldValues:
         argv = write_check_files(tmp_path, text, json.dumps(valid["consumer"]))
         code, _, err = run_cli(argv)
         assert_one_error(code, err, "provider.json", "is larger than 1048576 bytes")
+
+
+class TestRecordedForm:
+    """`fingerprint --json` prints a consumer as it is recorded: with its guard clauses."""
+
+    def test_consumer_json_carries_guard_clauses(self, synthetic_wheels: SyntheticWheels,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+        wheel = synthetic_wheels["vision-cxx11"]
+        assert main(["fingerprint", str(wheel), "--json"]) == 0
+        data = json.loads(capsys.readouterr().out)
+        assert data["guard_clauses"] == list(compat.guard_clauses(fingerprint_path(wheel)))
+
+    def test_provider_json_has_none(self, synthetic_wheels: SyntheticWheels,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+        assert main(["fingerprint", str(synthetic_wheels["torch-cpu-cxx11"]), "--json"]) == 0
+        assert "guard_clauses" not in json.loads(capsys.readouterr().out)

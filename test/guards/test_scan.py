@@ -29,6 +29,7 @@ from support.scantree import (
 )
 
 from torchstack.cli import main
+from torchstack.fingerprint import compat
 from torchstack.guards.moduleloads import parse_lua_dependencies, parse_tcl_dependencies
 from torchstack.guards.moduletree import read_tree
 from torchstack.guards.record import FINGERPRINT_FILE, write_fingerprint
@@ -220,7 +221,7 @@ class TestScanCommand:
         assert code == 0
         assert data["installpath"] == str(installpath)
         assert modules[VISION_CXX]["runs_on"] == CPU
-        assert modules[VISION_CXX]["fingerprint"] == RECORDED[VISION_CXX].to_json()
+        assert modules[VISION_CXX]["fingerprint"] == compat.recorded(RECORDED[VISION_CXX]).to_json()
         assert modules[TORCHDATA]["fingerprint_source"] == "scanned"
         assert modules[PYTHON]["role"] is None and modules[PYTHON]["fingerprint"] is None
 

@@ -34,11 +34,12 @@ from support.scantree import (
 )
 from support.scantree import VISION_STABLE as STABLE
 
+from torchstack.fingerprint import compat
 from torchstack.guards.record import FINGERPRINT_FILE
 from torchstack.guards.scan import Unreadable, fingerprint_installation, plan_swap, scan_installpath
 from torchstack.guards.sitepackage import MAX_FINGERPRINT_BYTES
 
-GOOD = json.dumps(RECORDED[STABLE].to_json(), indent=2)
+GOOD = json.dumps(compat.recorded(RECORDED[STABLE]).to_json(), indent=2)
 
 
 @pytest.fixture
@@ -65,7 +66,7 @@ def _nested(depth: int) -> str:
 
 
 def _with(**fields: object) -> str:
-    return json.dumps(RECORDED[STABLE].to_json() | fields)
+    return json.dumps(compat.recorded(RECORDED[STABLE]).to_json() | fields)
 
 
 def _symlink_to(target: str) -> Callable[[Path], None]:

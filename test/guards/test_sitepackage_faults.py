@@ -29,6 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.lmodrun import CU13, LMOD_INIT, Step, consumer, read_environment, write_module
 
+from torchstack.fingerprint import compat
 from torchstack.guards import halves, record
 from torchstack.guards.sitepackage import (
     MAX_FINGERPRINT_BYTES,
@@ -39,7 +40,7 @@ from torchstack.guards.sitepackage import (
 LUA = "/usr/bin/lua5.3"  # the interpreter Lmod 8.6 runs (its lmod script's #!)
 TORCH = "PyTorch/b"
 VICTIM_FP = consumer("cxx", "2.13.0", "==2.13.0", name="victim")  # needs CPU, not CU13
-GOOD = json.dumps(VICTIM_FP.to_json(), indent=2) + "\n"
+GOOD = json.dumps(compat.recorded(VICTIM_FP).to_json(), indent=2) + "\n"
 REFUSED = "torchstack: cannot check the torch of loaded modules"
 
 
@@ -133,7 +134,7 @@ def _nested(depth: int, inner: str = "1") -> str:
 
 
 def _with(**fields: object) -> str:
-    data = VICTIM_FP.to_json()
+    data = compat.recorded(VICTIM_FP).to_json()
     data.update(fields)
     return json.dumps({k: v for k, v in data.items() if v is not _DROP})
 
@@ -312,7 +313,7 @@ class TestStillAllowed:
         record.write_fingerprint(tree.victim("fits").parents[1], fits)
         link = tree.victim("symlinked")  # a symlink to a good file is read through
         (link.parent / "real.json").write_text(
-            json.dumps(fits.to_json()), encoding="utf-8")
+            json.dumps(compat.recorded(fits).to_json()), encoding="utf-8")
         link.symlink_to("real.json")
         tree.victim("no-record")  # modules that predate torchstack have no file
         write_module(tree.root, "victim/gone", "lua", 'setenv("EBROOTVICTIM", "/nonexistent")\n')

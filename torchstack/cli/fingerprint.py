@@ -23,6 +23,10 @@ def execute(args: argparse.Namespace) -> int:
     from torchstack.fingerprint.read import fingerprint_path
 
     found = fingerprint_path(args.path)
+    if args.json and found.role == "consumer":  # as recorded, with its guard clauses
+        from torchstack.fingerprint import compat
+
+        found = compat.recorded(found)
     print(json.dumps(found.to_json(), indent=2) if args.json else describe(found))
     return 0
 

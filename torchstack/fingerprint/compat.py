@@ -311,6 +311,17 @@ def guard_clauses(consumer: Fingerprint) -> tuple[str, ...]:
     return tuple(clause for rule in rules for clause in rule.clauses(consumer))
 
 
+def recorded(fingerprint: Fingerprint) -> Fingerprint:
+    """The fingerprint as it is recorded: a consumer with its guard clauses derived afresh
+    (None when its needs cannot be written as clauses, which the guards refuse)."""
+    if fingerprint.role != "consumer":
+        return fingerprint
+    try:
+        return replace(fingerprint, guard_clauses=guard_clauses(fingerprint))
+    except ClauseError:
+        return replace(fingerprint, guard_clauses=None)
+
+
 def _why_compatible(provider: Fingerprint, consumer: Fingerprint) -> str:
     requirement = f"torch{consumer.requires_torch}" if consumer.requires_torch else "any torch"
     if consumer.link == "cxx" and provider.abi_tag != consumer.abi_tag:

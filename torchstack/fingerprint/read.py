@@ -86,9 +86,9 @@ class Fingerprint:
     # consumers: whether their binaries register kernels through libtorch's C++ dispatcher
     # (TORCH_LIBRARY), which binds them to the release they were built on; None: not read
     registers_kernels: bool | None = None
-    # consumers: the clauses their guards evaluate, as recorded with the fingerprint
-    # (`compat.guard_clauses` when it was written); None when read from a file that predates
-    # them. Not one of its facts (equality ignores it); `to_json` records compat's afresh.
+    # consumers: the clauses their guards evaluate, recorded with the fingerprint
+    # (`compat.recorded`); None when not recorded, as in a file that predates them. Not one of
+    # its facts: equality ignores it.
     guard_clauses: tuple[str, ...] | None = field(default=None, compare=False)
     schema: int = SCHEMA
 
@@ -106,26 +106,14 @@ class Fingerprint:
         return False if self.torch_libraries else None
 
     def to_json(self) -> dict[str, Any]:
-        """The recorded form: a consumer's guard clauses derived by compat, the one place
-        where rules become clauses (docs/design.rst, "Guard clauses")."""
         data = asdict(self)
         data["torch_libraries"] = list(self.torch_libraries)
-        del data["guard_clauses"]
-        if self.role == "consumer":
-            data["guard_clauses"] = _recorded_clauses(self)
+        if self.guard_clauses is None:
+            del data["guard_clauses"]
+        else:
+            data["guard_clauses"] = list(self.guard_clauses)
         order = ("schema", "role", "name", "version", "torch", "link", "requires_torch")
         return {k: data[k] for k in order} | {k: v for k, v in data.items() if k not in order}
-
-
-def _recorded_clauses(consumer: Fingerprint) -> list[str] | None:
-    """compat's guard clauses of a consumer; None (refused by the guards) when its needs
-    cannot be written as clauses."""
-    from torchstack.fingerprint import compat  # compat builds on this module
-
-    try:
-        return list(compat.guard_clauses(consumer))
-    except compat.ClauseError:
-        return None
 
 
 def fingerprint_path(path: str | Path) -> Fingerprint:

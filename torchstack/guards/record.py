@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
+from torchstack.fingerprint import compat
 from torchstack.fingerprint.fromjson import load_fingerprint
 from torchstack.fingerprint.read import Fingerprint, installation_fingerprints, strongest
 from torchstack.guards.protocol import FINGERPRINT_FILE
@@ -29,7 +30,8 @@ def write_fingerprint(installdir: str | Path, fingerprint: Fingerprint) -> Path:
     its mode); `OutputError` names the file when it cannot be written."""
     target = Path(installdir) / FINGERPRINT_FILE
     target.parent.mkdir(parents=True, exist_ok=True)
-    replace_file(target, json.dumps(fingerprint.to_json(), indent=2) + "\n")
+    data = compat.recorded(fingerprint).to_json()  # a consumer with its guard clauses
+    replace_file(target, json.dumps(data, indent=2) + "\n")
     return target
 
 
