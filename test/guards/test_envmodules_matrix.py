@@ -19,29 +19,24 @@ import pytest
 from support.emenv import TCL_TRACE, EnvModulesEnv
 from support.swapmatrix import (
     CALLS,
+    CPU,
+    CPU_COPY,
+    CUDA,
     Cell,
     assert_load,
     assert_refused,
     assert_runs_on_own,
     assert_swap,
+    beyond_cells,
+    companion_cells,
     environment,
     message,
     recorded_tag,
 )
 
-CPU, COPY = "PyTorch/2.13.0-whl", "PyTorch/2.13.0-copy-whl"
-CUDA = "PyTorch/2.14.1-CUDA-13.0-whl"
-# (consumer, its own provider, other provider, whether the consumer runs on the other one)
-CELLS = [
-    Cell("ext", CPU, CUDA, False),       # cxx: another release and CUDA flavour
-    Cell("ext", CPU, COPY, True),        # cxx: another install with the same abi tag
-    Cell("toy", CPU, CUDA, True),        # python: torch>=2.13 holds for 2.14.1
-    Cell("vision", CUDA, CPU, False),    # stable: 2.13.0 is older than 2.14 and has no CUDA
-    Cell("fbgemm", CUDA, CPU, False),    # cxx: built on 2.14, 2.13.0 lacks its symbols
-    Cell("audio", CUDA, CPU, False),     # stable: needs a CUDA torch
-]
-IDS = ["cxx-other-release", "cxx-same-tag", "python-newer", "stable-older-cpu",
-       "cxx-older-release", "stable-cpu-provider"]
+# the modules em_torch installs have the names of the Lmod ones
+CELLS = companion_cells(CPU, CPU_COPY, CUDA) | beyond_cells(CPU, CUDA)
+REFUSED = {key: cell for key, cell in CELLS.items() if not cell.compatible}
 
 
 def _one_clean_message(text: str) -> None:
@@ -60,7 +55,7 @@ def _modules_refuses(em_env: EnvModulesEnv, setup: str, command: str) -> str:
 
 
 class TestSwap:
-    @pytest.mark.parametrize("cell", CELLS, ids=IDS)
+    @pytest.mark.parametrize("cell", CELLS.values(), ids=CELLS.keys())
     def test_swap(self, em_env: EnvModulesEnv, em_consumers: dict[str, str], cell: Cell) -> None:
         module = em_consumers[cell.consumer]
         setup, swap = f"module load {module}", f"module switch {cell.own} {cell.other}"
@@ -73,7 +68,7 @@ class TestSwap:
 
 
 class TestLoad:
-    @pytest.mark.parametrize("cell", CELLS, ids=IDS)
+    @pytest.mark.parametrize("cell", CELLS.values(), ids=CELLS.keys())
     def test_load(self, em_env: EnvModulesEnv, em_consumers: dict[str, str], cell: Cell) -> None:
         module = em_consumers[cell.consumer]
         setup, load = f"module load {cell.other}", f"module load {module}"
@@ -136,8 +131,7 @@ class TestAutomatedHandling:
 class TestWithoutHook:
     """The module files' guards alone: no unsafe mix, but a switch is not refused whole."""
 
-    @pytest.mark.parametrize("cell", [c for c in CELLS if not c.compatible],
-                             ids=[i for c, i in zip(CELLS, IDS) if not c.compatible])
+    @pytest.mark.parametrize("cell", REFUSED.values(), ids=REFUSED.keys())
     def test_switch_drops_the_refused_dependent(self, em_env: EnvModulesEnv,
                                                 em_consumers: dict[str, str],
                                                 cell: Cell) -> None:
