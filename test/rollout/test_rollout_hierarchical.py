@@ -24,12 +24,12 @@ import io
 import json
 import shlex
 import subprocess
-import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.easyconfigtext import easyconfig_text
 from support.ebenv import LMOD_CMD, LMOD_INIT, PYTHON_VERSION, EasyBuildEnv
 from support.fakelibtorch import (
     BLAS,
@@ -51,18 +51,11 @@ PAIR = ("Core/PyTorch/2.6.0-whl", "Core/PyTorch/2.6.0")
 
 def bundle(path: Path, name: str, version: str, suffix: str) -> Path:
     """A small real installation: a Bundle whose module sets PICKED to its own version."""
-    path.write_text(textwrap.dedent(f"""\
-        easyblock = 'Bundle'
-        name = {name!r}
-        version = {version!r}
-        versionsuffix = {suffix!r}
-        homepage = 'https://example.org/'
-        description = "{name} (torchstack test)"
-        toolchain = SYSTEM
+    path.write_text(easyconfig_text(name, version, easyblock="Bundle", versionsuffix=suffix,
+                                    moduleclass="ai", body=f"""\
         postinstallcmds = ['mkdir -p %(installdir)s/bin && touch %(installdir)s/bin/{name}']
         sanity_check_paths = {{'files': ['bin/{name}'], 'dirs': []}}
         modextravars = {{'PICKED_{name.upper()}': '{version}{suffix}'}}
-        moduleclass = 'ai'
         """))
     return path
 
@@ -154,15 +147,9 @@ def _stand_ins(env: EasyBuildEnv) -> None:
     stubs.mkdir()
     write_blas_module(env.site_modules)
     for (name, version), kind in (((("Python", PYTHON_VERSION)), "lang"), (BLAS, "numlib")):
-        (stubs / f"{name}-{version}.eb").write_text(textwrap.dedent(f"""\
-            easyblock = 'Bundle'
-            name = {name!r}
-            version = {version!r}
-            homepage = 'https://example.org/'
-            description = "{name} (torchstack test stand-in)"
-            toolchain = SYSTEM
-            moduleclass = {kind!r}
-            """))
+        (stubs / f"{name}-{version}.eb").write_text(easyconfig_text(
+            name, version, easyblock="Bundle", description=f"{name} (torchstack test stand-in)",
+            moduleclass=kind))
         installation = env.root / "stand-in-roots" / name
         installation.mkdir(parents=True)
         folder = env.installpath / "modules" / "all" / "Core" / name
@@ -176,18 +163,13 @@ def _compiler_consumer(env: EasyBuildEnv, tarball: Path) -> Path:
     path = env.root / "fakeops-1.0-GCCcore-system-whl.eb"
     dependencies = [("Python", PYTHON_VERSION, "", "SYSTEM"),
                     ("PyTorch", RELEASE, "-whl", "SYSTEM")]
-    path.write_text(textwrap.dedent(f"""\
-        easyblock = 'PythonPackage'
-        name = 'fakeops'
-        version = '1.0'
-        versionsuffix = '-whl'
-        homepage = 'https://pytorch.org/'
-        description = "A consumer of torch built from source (torchstack test)"
-        toolchain = {{'name': 'GCCcore', 'version': 'system'}}
+    path.write_text(easyconfig_text(
+        "fakeops", "1.0", ("GCCcore", "system"), easyblock="PythonPackage", versionsuffix="-whl",
+        homepage="https://pytorch.org/", moduleclass="ai",
+        description="A consumer of torch built from source (torchstack test)", body=f"""\
         sources = [{tarball.name!r}]
         checksums = [{sha256(tarball)!r}]
         dependencies = {dependencies!r}
-        moduleclass = 'ai'
         """).replace("'SYSTEM'", "SYSTEM"))
     return path
 
