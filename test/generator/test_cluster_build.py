@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support.dedupe import SESSION
 from support.ebenv import PYTHON_VERSION, EasyBuildEnv, make_python_root
 from support.indexserver import IndexServer
 from support.joblogs import CHECKSUM_FAILED, KILLED, MISSING_DEPENDENCY, SUBMISSION, SUCCEEDED
@@ -115,6 +116,7 @@ def submitted(slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFact
     at_submission = _by_name(slurm_cluster.queue(), jobs_dir)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     at_end = _by_name(slurm_cluster.wait_for_jobs(JOB_TIMEOUT), jobs_dir)
+    SESSION.link_installs(env.installpath / "software")  # eb ran in jobs, not through run_eb
     return Submitted(env, out, jobs_dir, (jobs_dir / jobs.SUBMISSION_LOG).read_text(),
                      at_submission, at_end, fetched)
 

@@ -98,3 +98,26 @@ class TestLinkInstalls:
 
     def test_missing_tree(self, tmp_path: Path) -> None:
         assert Linker().link_installs(tmp_path / "software") == 0
+
+
+
+class TestSitePackages:
+    def test_small_file_linked(self, tmp_path: Path) -> None:
+        linker = Linker()
+        name = "lib/python3.11/site-packages/torch/include/c10.h"
+        first = _install(tmp_path / "a", {name: b"#pragma once\n"})
+        second = _install(tmp_path / "b", {name: b"#pragma once\n"})
+        linker.link(first)
+        assert linker.link(second) == len(b"#pragma once\n")
+        assert _same(first / name, second / name)
+
+    @pytest.mark.parametrize("name", ["pkg/mod.py", "pkg/__pycache__/mod.cpython-311.pyc"])
+    def test_python_files_left_alone(self, tmp_path: Path, name: str) -> None:
+        # each install's byte-code records its own source's mtime and path
+        linker = Linker()
+        site = "lib/python3.11/site-packages/"
+        first = _install(tmp_path / "a", {site + name: BIG})
+        second = _install(tmp_path / "b", {site + name: BIG})
+        linker.link(first)
+        assert linker.link(second) == 0
+        assert not _same(first / site / name, second / site / name)

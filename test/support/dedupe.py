@@ -1,16 +1,18 @@
-"""Hard links between the identical large files of the session's real eb installs.
+"""Hard links between the identical files of the session's real eb installs.
 
 The suite installs the same real wheels many times over, once per easyblock, hooks file,
 module syntax and module tool under test: the torch 2.13.0+cpu wheel nine times (760 MB
 each), the torch 2.14.1 CUDA 13 stack three times (5.3 GB each). Each install stays what eb
-made of it (its own folder, module file, fingerprint, byte-code); only a large regular file
-that is byte for byte one that an earlier install of the session already holds, with the same
-mode and owner, becomes a hard link to it, so the run's temporary disk holds its content once.
+made of it (its own folder, module file, fingerprint, logs); a file that is byte for byte one
+that an earlier install of the session holds, with the same name, mode and owner, becomes a
+hard link to it, so the run's temporary disk holds its content once. Linked: large files
+anywhere in an install, and every file under site-packages, but `.py` and `.pyc` files: the
+byte-code of each install records its own source's mtime and path, which a shared inode
+would change (about 120 MB of a torch install stay its own).
 
 Safe because no test writes into an installed file in place: eb rewrites RPATHs (patchelf)
 during its own install, before the install is linked; fingerprint files are replaced whole
-(a new inode), and a rebuild removes its folder first. `.py` files are left alone: the byte-code
-of each install records its own source's mtime, which a shared inode would change.
+(a new inode) and are not under site-packages; a rebuild removes its folder first.
 """
 
 from __future__ import annotations
@@ -22,13 +24,14 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-MIN_SIZE = 256 * 1024  # below this the saving is not worth a file's hashing
-SKIPPED_SUFFIXES = (".py",)
+MIN_SIZE = 256 * 1024  # outside site-packages, only files this large are linked
 FINISHED_LOG = "easybuild/easybuild-*.log"  # what eb copies into an install that succeeded
+# Left alone: each install's byte-code records its own .py's mtime and path (co_filename)
+PYTHON_SUFFIXES = (".py", ".pyc")
 
-# (size, mode, uid, gid): the metadata two files must share before their contents are compared
-_Key = tuple[int, int, int, int]
-# (device, inode, size, mtime_ns): a file as it was when it was hashed
+# (name, size, mode, uid, gid): what two files must share before their contents are compared
+_Key = tuple[str, int, int, int, int]
+# (device, inode, size, mtime_ns): a file as it was when it was seen
 _Identity = tuple[int, int, int, int]
 
 
@@ -43,7 +46,7 @@ def _digest(path: Path) -> str:
 
 @dataclass
 class Linker:
-    """The large files of the installs seen so far; `link(folder)` shares what repeats them."""
+    """The files of the installs seen so far; `link(folder)` shares what repeats them."""
 
     min_size: int = MIN_SIZE
     _files: dict[_Key, list[tuple[Path, _Identity]]] = field(default_factory=dict)
@@ -58,10 +61,7 @@ class Linker:
         if (info.st_dev, info.st_ino) in self._folders:
             return 0
         self._folders.add((info.st_dev, info.st_ino))
-        saved = 0
-        for path, found in self._large_files(folder):
-            saved += self._link_one(path, found)
-        return saved
+        return sum(self._link_one(path, found) for path, found in self._candidates(folder))
 
     def link_installs(self, software: Path) -> int:
         """`link` every finished install of an EasyBuild software tree (NAME/VERSION): one
@@ -69,26 +69,27 @@ class Linker:
         return sum(self.link(log.parent.parent)
                    for log in sorted(software.glob(f"*/*/{FINISHED_LOG}")))
 
-    def _large_files(self, folder: Path) -> list[tuple[Path, os.stat_result]]:
+    def _candidates(self, folder: Path) -> list[tuple[Path, os.stat_result]]:
         found = []
         for top, _, names in os.walk(folder):
+            in_site = "site-packages" in Path(top).parts
             for name in names:
                 path = Path(top, name)
                 info = path.lstat()
-                if (stat.S_ISREG(info.st_mode) and info.st_size >= self.min_size
-                        and not name.endswith(SKIPPED_SUFFIXES)):
+                if (stat.S_ISREG(info.st_mode) and not name.endswith(PYTHON_SUFFIXES)
+                        and (in_site or info.st_size >= self.min_size)):
                     found.append((path, info))
         return found
 
     def _link_one(self, path: Path, info: os.stat_result) -> int:
-        key = (info.st_size, info.st_mode, info.st_uid, info.st_gid)
+        key = (path.name, info.st_size, info.st_mode, info.st_uid, info.st_gid)
         known = self._files.setdefault(key, [])
         for entry in list(known):
             same = self._same_content(entry, path, info)
             if same is None:  # gone or changed since it was seen: forget it
                 known.remove(entry)
             elif same:
-                return _replace_with_link(entry[0], path, info)
+                return _replace_with_link(entry[0], path, info.st_size)
         known.append((path, _identity(info)))
         return 0
 
@@ -113,14 +114,14 @@ class Linker:
         return self._digests[identity]
 
 
-def _replace_with_link(earlier: Path, path: Path, info: os.stat_result) -> int:
+def _replace_with_link(earlier: Path, path: Path, size: int) -> int:
     """Swap `path` for a hard link to `earlier` in one rename: never a moment without it."""
     staging = path.with_name(f".{path.name}.dedupe-{os.getpid()}")
     with contextlib.suppress(FileNotFoundError):
         staging.unlink()
     os.link(earlier, staging)
     os.replace(staging, path)
-    return info.st_size
+    return size
 
 
 SESSION = Linker()  # one per pytest process: every real eb install of the run goes through it
