@@ -14,11 +14,19 @@ from pathlib import Path
 import pytest
 from support.ebenv import EasyBuildEnv, wheel_easyconfig
 from support.ebmodules import consumer_module, stage_wheels
-from support.swapmatrix import Cell, assert_load, assert_swap, environment, recorded_tag, works
+from support.swapmatrix import (
+    CPU,
+    CUDA,
+    Cell,
+    assert_load,
+    assert_swap,
+    environment,
+    recorded_tag,
+    works,
+)
 
 from torchstack.paths import hooks_path
 
-CPU, CUDA = "PyTorch/2.13.0-whl", "PyTorch/2.14.1-CUDA-13.0-whl"  # Lua, guarded (conftest)
 ROUTES = {
     "easyblock": ("-tcl-whl", "PyTorchWheels", ()),
     "hooks": ("-tcl-pb", "PythonBundle", (f"--hooks={hooks_path()}",)),
@@ -56,6 +64,13 @@ def _text(eb_env: EasyBuildEnv, module: str) -> str:
     return (eb_env.installpath / "modules" / "all" / module).read_text()
 
 
+def _on_tcl_torch(which: str, tcl_torch: str) -> Cell:
+    """The refused and the allowed cell of a Lua consumer and the Tcl provider `tcl_torch`:
+    vision (stable, CUDA 13) cannot run on 2.13.0+cpu; ext (cxx) has the same tag."""
+    return (Cell("vision", CUDA, tcl_torch, False) if which == "refused"
+            else Cell("ext", CPU, tcl_torch, True))
+
+
 class TestTclProvider:
     def test_module_file(self, eb_env: EasyBuildEnv, tcl_torch: str) -> None:
         text = _text(eb_env, tcl_torch)
@@ -68,17 +83,14 @@ class TestTclProvider:
     def test_swap_under_lua_consumer(self, eb_env: EasyBuildEnv, guarded: dict[str, str],
                                      cuda_wheels_module: str, tcl_torch: str,
                                      which: str) -> None:
-        # vision (stable, CUDA 13) cannot run on 2.13.0+cpu; ext (cxx) has the same tag
-        cell = (Cell("vision", CUDA, tcl_torch, False) if which == "refused"
-                else Cell("ext", CPU, tcl_torch, True))
+        cell = _on_tcl_torch(which, tcl_torch)
         assert_swap(eb_env, guarded[cell.consumer], cell)
 
     @pytest.mark.parametrize("which", ["refused", "allowed"])
     def test_lua_consumer_loaded_after_it(self, eb_env: EasyBuildEnv, guarded: dict[str, str],
                                           cuda_wheels_module: str, tcl_torch: str,
                                           which: str) -> None:
-        cell = (Cell("vision", CUDA, tcl_torch, False) if which == "refused"
-                else Cell("ext", CPU, tcl_torch, True))
+        cell = _on_tcl_torch(which, tcl_torch)
         assert_load(eb_env, guarded[cell.consumer], cell)
 
     def test_refresh_and_unload(self, eb_env: EasyBuildEnv, guarded: dict[str, str],
