@@ -13,7 +13,12 @@ Each run's wall time (time.perf_counter) and its own peak RSS (os.wait4 on the c
 are recorded. The targets are printed with whether they are met, but never enforced: the
 exit code is 0 unless a command fails or the fingerprint is wrong (then 1).
 
-Usage: python3 bench/fingerprint.py [--rounds N] [--json]
+With --user-venv, torchstack's wheel is built from this checkout and installed into a fresh
+venv without system site-packages, as a user installs it, and both Python commands run with
+that venv's interpreter: no editable-install finder and none of the machine's own .pth hooks
+in either.
+
+Usage: python3 bench/fingerprint.py [--rounds N] [--json] [--user-venv]
 (with --json, stdout is the JSON alone and the table goes to stderr)
 """
 
@@ -197,17 +202,40 @@ def _with_path(env: dict[str, str], *folders: str) -> dict[str, str]:
     return env | {"PYTHONPATH": os.pathsep.join([*folders, *old])}
 
 
-def commands(tree: Tree) -> list[Command]:
+def user_venv() -> Path:
+    """A fresh venv (no system site-packages) holding torchstack's wheel built from this
+    checkout, with its dependencies, as a user installs it."""
+    work = cache_root() / "user-venv"
+    shutil.rmtree(work, ignore_errors=True)
+    quiet = ("--quiet", "--disable-pip-version-check")
+    try:
+        subprocess.run([sys.executable, "-m", "venv", str(work / "venv")], check=True)
+        subprocess.run([sys.executable, "-m", "pip", "wheel", *quiet, "--no-deps",
+                        "--wheel-dir", str(work / "dist"), str(REPO)], check=True)
+        wheel = next((work / "dist").glob("torchstack-*.whl"))
+        # torch's own runtime requirements too: its import runs in this venv as well
+        subprocess.run([str(work / "venv" / "bin" / "python"), "-m", "pip", "install", *quiet,
+                        str(wheel), *RUNTIME_DEPS.values()], check=True)
+    except (subprocess.CalledProcessError, StopIteration) as exc:
+        raise BenchError(f"cannot install torchstack's wheel into a venv: {exc}") from exc
+    return work / "venv"
+
+
+def commands(tree: Tree, venv: Path | None = None) -> list[Command]:
+    """The three commands; with `venv`, both Python ones run with its interpreter."""
     if shutil.which("nm") is None:
         raise BenchError("nm is not on PATH (it comes with binutils)")
     env = dict(os.environ)
     # Steady state, as on an ordinary machine: the warm-up round leaves bytecode caches
     # (for an editable torchstack too), so that no measured run compiles source.
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    script = torchstack_argv()
+    python = str(venv / "bin" / "python") if venv else sys.executable
+    script = (str(venv / "bin" / "torchstack"),) if venv else torchstack_argv()
     fingerprint_env = env if script else _with_path(env, str(REPO))
-    fingerprint = script or (sys.executable, "-m", "torchstack")
-    torch_path = [str(tree.site_packages)] + ([str(tree.deps)] if tree.deps else [])
+    fingerprint = script or (python, "-m", "torchstack")
+    # the deps folder holds what this interpreter lacks; a venv has its own
+    deps = [str(tree.deps)] if tree.deps and not venv else []
+    torch_path = [str(tree.site_packages), *deps]
     torch_env = _with_path(env, *torch_path)
     probe = "import torch; print(torch._C._GLIBCXX_USE_CXX11_ABI, torch.version.cuda)"
     nm = f"nm -D --defined-only {tree.libtorch_cpu} | grep -c __cxx11"
@@ -218,7 +246,7 @@ def commands(tree: Tree) -> list[Command]:
             (*fingerprint, "fingerprint", str(tree.site_packages), "--json"),
             fingerprint_env,
         ),
-        Command("import_torch", "import torch", (sys.executable, "-c", probe), torch_env),
+        Command("import_torch", "import torch", (python, "-c", probe), torch_env),
         Command("nm", "nm -D | grep -c", ("sh", "-c", nm), env),
     ]
 
@@ -274,7 +302,8 @@ def measure(cmds: list[Command], rounds: int) -> list[Series]:
 # -- the report --------------------------------------------------------------------------
 
 
-def figures(series: list[Series], tree: Tree, rounds: int) -> dict[str, Any]:
+def figures(series: list[Series], tree: Tree, rounds: int,
+            python: str = sys.executable) -> dict[str, Any]:
     by_key = {s.command.key: s for s in series}
     fingerprint = by_key["fingerprint"]
     import_ratio = by_key["import_torch"].median / fingerprint.median
@@ -282,7 +311,7 @@ def figures(series: list[Series], tree: Tree, rounds: int) -> dict[str, Any]:
     return {
         "rounds": rounds,
         "site_packages": str(tree.site_packages),
-        "python": sys.executable,
+        "python": python,
         "commands": {
             s.command.key: {
                 "label": s.command.label,
@@ -346,10 +375,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="print the figures as JSON on stdout too (the table then goes to stderr)",
     )
+    parser.add_argument(
+        "--user-venv",
+        action="store_true",
+        help="time torchstack installed from its wheel into a fresh venv, as a user has it",
+    )
     args = parser.parse_args(argv)
     try:
         tree = prepare()
-        cmds = commands(tree)
+        venv = user_venv() if args.user_venv else None
+        cmds = commands(tree, venv)
         log(f"torch tree: {tree.site_packages}")
         for command in cmds:
             log(f"  {command.key}: {' '.join(command.argv)}")
@@ -357,7 +392,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (BenchError, OSError) as exc:
         log(f"error: {exc}")
         return 1
-    data = figures(series, tree, args.rounds)
+    data = figures(series, tree, args.rounds, cmds[1].argv[0])
     # With --json, stdout is the JSON alone (for `> figures.json`), the table goes to stderr.
     print(table(series, data), file=sys.stderr if args.json else sys.stdout)
     if args.json:
