@@ -81,6 +81,32 @@ class TestSiteDefaults:
         assert not (other / ".modulerc.lua").exists()  # checked all before writing any
 
 
+    @pytest.mark.parametrize(("name", "text"), [
+        (".modulerc.lua", f"module_version('PyTorch/{WHEEL}', 'default')\n"),
+        (".modulerc.lua", f'module_version("PyTorch/{WHEEL}", [[default]])\n'),
+        (".modulerc", f"#%Module\nmodule-version PyTorch/{WHEEL} {{default}}\n"),
+    ], ids=["lua-single-quotes", "lua-long-string", "tcl-braced"])
+    def test_every_spelling_is_seen(self, tmp_path: Path, name: str, text: str) -> None:
+        folder = tree(tmp_path)
+        (folder / name).write_text(text)
+        assert picked(tmp_path) == WHEEL  # Lmod takes it as the default
+        with pytest.raises(RolloutError, match=rf"{name}.*sets a default of its own"):
+            write_defaults(tmp_path, [Default(f"PyTorch/{SOURCE}")])
+
+    @pytest.mark.parametrize(("name", "text"), [
+        (".modulerc.lua", f'hide_version("PyTorch/{WHEEL}-default-build")\n'),
+        (".modulerc.lua", f'module_alias("PyTorch/defaults", "PyTorch/{WHEEL}")\n'),
+        (".modulerc", f"#%Module\nmodule-alias PyTorch/nodefault PyTorch/{WHEEL}\n"),
+    ], ids=["hidden-name", "lua-alias", "tcl-alias"])
+    def test_a_line_that_only_mentions_the_word_is_no_default(self, tmp_path: Path, name: str,
+                                                              text: str) -> None:
+        folder = tree(tmp_path)
+        (folder / name).write_text(text)
+        write_defaults(tmp_path, [Default(f"PyTorch/{SOURCE}")])
+        assert (folder / name).read_text().startswith(text.splitlines()[0])  # the site's stays
+        assert picked(tmp_path) == SOURCE
+
+
 class TestSpecialFiles:
     """A FIFO or a device where an rc file belongs: refused at once, never read."""
 

@@ -28,7 +28,12 @@ BEGIN = "torchstack rollout: begin"
 BEGIN_LINE = f"{BEGIN} (written by `torchstack rollout`, replaced when run again)"
 END = "torchstack rollout: end"
 PAIR = "torchstack rollout pair:"
-_COMPETING = re.compile(r"default|ModulesVersion", re.I)
+# how a site's line names a default: the "default" argument of Lua's module_version, the
+# default word of a Tcl module-version (bare or braced), .version's ModulesVersion; a name
+# that merely contains the word (hide_version("PyTorch/2.5-default-build")) is none
+_COMPETING = re.compile(r"""(?:["']|\[\[)default(?:["']|\]\])"""
+                        r"""|^\s*module-version\b.*(?<![\w/.+-])default(?![\w/.+-])"""
+                        r"""|\bModulesVersion\b""")
 _COMMENT = re.compile(r"^\s*(--|#)")
 
 
