@@ -49,8 +49,8 @@ def dependency_roots(block: EasyBlock, runtime_only: bool = False) -> list[str]:
 
 def record_fingerprint(block: EasyBlock, any_easyblock: bool = False) -> Fingerprint | None:
     """Fingerprint the installation, refuse consumers that do not fit the torch under them,
-    record the fingerprint and add its whatis line; the fingerprint as recorded (read back,
-    with its guard clauses), None when the installation holds nothing
+    record the fingerprint and add its whatis line; the fingerprint as recorded (with its
+    guard clauses), None when the installation holds nothing
     torch-related or nothing was installed (eb --extended-dry-run).
 
     `any_easyblock` (the hooks file): an installation without Python distributions is left
@@ -73,10 +73,10 @@ def record_fingerprint(block: EasyBlock, any_easyblock: bool = False) -> Fingerp
     block.log.info("torchstack: fingerprint took %.3f s", time.perf_counter() - start)
     if found.fingerprint is None:
         return None
+    # as the file records it: the module guards carry the guard clauses written there
+    recorded = compat.recorded(found.fingerprint)
     try:
-        record.write_fingerprint(block.installdir, found.fingerprint)
-        # read back: the module guards carry the guard clauses the file records
-        recorded = record.read_fingerprint(block.installdir)
+        record.write_fingerprint(block.installdir, recorded)
     except TorchstackError as err:
         raise EasyBuildError("torchstack: %s", err) from err
     if any_easyblock:
