@@ -13,8 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from support.ebenv import EasyBuildEnv, wheel_easyconfig
-from support.ebmodules import consumer_module
+from support.ebmodules import PYTORCH_CPU, consumer_module, stage_wheels
 from support.wheelbuild import build_wheel, sha256
+from support.wheelcache import uv_cache
 
 from torchstack.fingerprint.read import fingerprint_path
 from torchstack.guards.record import FINGERPRINT_FILE
@@ -210,6 +211,47 @@ class TestConsumers:
         assert result.returncode != 0
         assert "torchvision 0.28.0 links libtorch_cuda.so (cu13)" in result.stdout
         assert "CPU-only" in result.stdout
+
+
+def _data_wheel(folder: Path, name: str) -> Path:
+    """A consumer wheel with a data file of its own: no other install holds the same bytes,
+    so only uv can have linked it."""
+    return build_wheel(folder, name, "1.0", {f"{name}/__init__.py": b"import torch\n",
+                                              f"{name}/data.bin": os.urandom(8192)})
+
+
+def _uv_leftovers(installdir: Path) -> list[Path]:
+    """An install's own uv cache, inside the installation or moved beside it to be deleted."""
+    return [*installdir.glob(".torchstack-uv-cache*"),
+            *installdir.parent.glob(f"{installdir.name}.torchstack-uv-cache*")]
+
+
+class TestUvCache:
+    """Where uv unpacks: the cache the session's installs share ($TORCHSTACK_UV_CACHE), or by
+    default the install's own, removed after it."""
+
+    def test_shared_cache_holds_the_installed_files(self, eb_env: EasyBuildEnv,
+                                                    pytorch_cpu_module: str,
+                                                    tmp_path: Path) -> None:
+        consumer_module(eb_env, _data_wheel(tmp_path, "uvshared"), "uvshared", "1.0")
+        installdir = _installdir(eb_env, "uvshared", "1.0-whl")
+        installed = next(installdir.rglob("uvshared/data.bin")).stat()
+        cached = {p.stat().st_ino for p in uv_cache().glob("archive-v0/*/uvshared/data.bin")}
+        assert installed.st_ino in cached and installed.st_nlink >= 2
+        assert _uv_leftovers(installdir) == []
+
+    def test_own_cache_removed_after_the_install(self, eb_env: EasyBuildEnv,
+                                                 pytorch_cpu_module: str,
+                                                 tmp_path: Path) -> None:
+        wheel = _data_wheel(tmp_path, "uvown")
+        easyconfig = wheel_easyconfig(eb_env.root / "uvown-1.0-whl.eb", "uvown", "1.0",
+                                      stage_wheels(eb_env, "uvown", [wheel]), [PYTORCH_CPU])
+        result = eb_env.eb(easyconfig, shared_uv_cache=False)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+        installdir = _installdir(eb_env, "uvown", "1.0-whl")
+        assert next(installdir.rglob("uvown/data.bin")).stat().st_nlink == 1
+        assert _uv_leftovers(installdir) == []
+        assert list(uv_cache().glob("archive-v0/*/uvown")) == []
 
 
 class TestFailures:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,15 +15,25 @@ from support.wheelbuild import build_wheel
 from torchstack.errors import TorchstackError
 from torchstack.install.wheels import (
     CACHE_DIR,
+    SHARED_CACHE_ENV,
     InstallerError,
     cache_dir,
     compile_command,
     install_command,
+    leftovers,
     start_removal,
     uv_binary,
 )
 
 PYTHON_DIR = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _own_cache() -> Iterator[None]:
+    """The default, each install its own cache, whatever the environment of the tests says."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv(SHARED_CACHE_ENV, raising=False)
+        yield
 
 
 def option_value(command: list[str], option: str) -> str:
@@ -210,6 +221,50 @@ class TestRealInstall:
         assert module.read_text() == "VALUE = 42\n"
         assert module.stat().st_nlink == 1
         assert (installed.site_packages / "tinypkg" / "util.py").read_text() == "ONE = 1\n"
+
+
+class TestSharedCache:
+    """$TORCHSTACK_UV_CACHE: one cache kept across installs, which hard-link from it."""
+
+    def test_cache_dir_is_the_shared_one(self, monkeypatch: pytest.MonkeyPatch,
+                                         tmp_path: Path) -> None:
+        monkeypatch.chdir(tmp_path)
+        monkeypatch.setenv(SHARED_CACHE_ENV, "uv-cache")  # relative: made absolute
+        assert cache_dir("/apps/PyTorch") == str(tmp_path / "uv-cache")
+        command = install_command("python3", "/apps/PyTorch", ["/w/a.whl"])
+        assert option_value(command, "--cache-dir") == str(tmp_path / "uv-cache")
+
+    def test_only_the_lock_is_left_over(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setenv(SHARED_CACHE_ENV, "/scratch/uv")
+        assert leftovers("/apps/PyTorch") == ["/apps/PyTorch/.lock"]
+
+    def test_wheels_named_by_their_real_paths(self, tmp_path: Path) -> None:
+        # a source path holds links to the wheels; uv keys a local wheel by its path
+        wheel = build_wheel(tmp_path, "linked", "1.0", {"linked/__init__.py": b""})
+        link = tmp_path / "sources" / wheel.name
+        link.parent.mkdir()
+        link.symlink_to(wheel)
+        assert install_command("python3", "/p", [str(link)])[-1] == str(wheel)
+
+    def test_installs_share_the_cached_files(self, monkeypatch: pytest.MonkeyPatch,
+                                             tmp_path: Path) -> None:
+        cache = tmp_path / "shared"
+        monkeypatch.setenv(SHARED_CACHE_ENV, str(cache))
+        wheel = build_wheel(tmp_path, "sharedpkg", "1.0", {"sharedpkg/data.bin": os.urandom(512)})
+        inodes = []
+        for name in ("first", "second"):
+            prefix = tmp_path / name
+            result = subprocess.run(install_command(sys.executable, str(prefix), [str(wheel)]),
+                                    capture_output=True, text=True, cwd=tmp_path)
+            assert result.returncode == 0, result.stderr
+            start_removal(str(prefix)).join()
+            assert not (prefix / ".lock").exists()
+            data = prefix / "lib" / PYTHON_DIR / "site-packages" / "sharedpkg" / "data.bin"
+            inodes.append(data.stat().st_ino)
+        cached = [p.stat().st_ino for p in cache.glob("archive-v0/*/sharedpkg/data.bin")]
+        assert cached == inodes[:1] == inodes[1:]  # unpacked once, kept, linked twice
+        assert sorted(p.name for p in tmp_path.iterdir()) == [
+            "first", "second", "shared", wheel.name]
 
 
 class TestCompileAfterwards:

@@ -28,7 +28,7 @@ from typing import Any
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from support.wheelcache import cache_dir, cache_lock
+from support.wheelcache import cache_dir, cache_lock, uv_cache
 
 # What torch 2.13 and 2.14 import at run time (their Requires-Dist), and torchvision's.
 TORCH_RUNTIME = ("filelock", "typing-extensions>=4.10.0", "sympy>=1.13.3", "mpmath",
@@ -58,7 +58,7 @@ def make_venv(name: str, wheels: Sequence[Path], *, python: str = sys.executable
                 [sys.executable, "-m", "uv", "pip", "install", "--quiet", "--offline",
                  "--no-deps", "--link-mode", "hardlink", "--python", str(root / "bin" / "python"),
                  *map(str, wheels)],
-                check=True, env=dict(os.environ, UV_CACHE_DIR=str(cache_dir() / "uv")),
+                check=True, env=dict(os.environ, UV_CACHE_DIR=str(uv_cache())),
             )
         (root / ".complete").touch()
     return root

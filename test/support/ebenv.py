@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from support.dedupe import SESSION
+from support.wheelcache import uv_cache
+from torchstack.install.wheels import SHARED_CACHE_ENV
 
 LMOD_INIT = Path("/usr/share/lmod/lmod/init/bash")
 LMOD_CMD = Path("/usr/share/lmod/lmod/libexec/lmod")
@@ -77,10 +79,15 @@ class EasyBuildEnv:
             """))
         return self
 
-    def environ(self) -> dict[str, str]:
+    def environ(self, shared_uv_cache: bool = True) -> dict[str, str]:
+        """The environment of eb and of the module shells. PyTorchWheels installs hard-link
+        from the machine's uv cache (support/wheelcache.uv_cache) unless `shared_uv_cache` is
+        False: then each install has its own cache, removed after it, as by default."""
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("EASYBUILD_", "LMOD", "_LMFILES_", "LOADEDMODULES", "EBROOT",
-                                    "EBVERSION", "MODULE", "__LMOD"))}
+                                    "EBVERSION", "MODULE", "__LMOD", SHARED_CACHE_ENV))}
+        if shared_uv_cache:
+            env[SHARED_CACHE_ENV] = str(uv_cache())
         env.update(
             LMOD_CMD=str(LMOD_CMD),
             MODULEPATH=self.modulepath,
@@ -104,9 +111,10 @@ class EasyBuildEnv:
         target.symlink_to(wheel.resolve())
         return target
 
-    def eb(self, easyconfig: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    def eb(self, easyconfig: Path, *options: str,
+           shared_uv_cache: bool = True) -> subprocess.CompletedProcess[str]:
         """Run the real eb on one easyconfig with torchstack's easyblocks."""
-        return self.run_eb(str(easyconfig), *options)
+        return self.run_eb(str(easyconfig), *options, shared_uv_cache=shared_uv_cache)
 
     def eb_command(self, *args: str) -> list[str]:
         """The command line of the real eb with torchstack's easyblocks."""
@@ -118,13 +126,15 @@ class EasyBuildEnv:
                 "--allow-use-as-root-and-accept-consequences",
                 f"--include-easyblocks={easyblocks}"]
 
-    def run_eb(self, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    def run_eb(self, *args: str, cwd: Path | None = None,
+               shared_uv_cache: bool = True) -> subprocess.CompletedProcess[str]:
         """Run the real eb with torchstack's easyblocks; returns its output, never raises.
 
         The large files of what it installed become hard links to identical ones of the
         session's earlier installs (support/dedupe.py): the same wheels are installed many
         times over, and the run's temporary disk holds each once."""
-        result = subprocess.run(self.eb_command(*args), env=self.environ(), capture_output=True,
+        environ = self.environ(shared_uv_cache)
+        result = subprocess.run(self.eb_command(*args), env=environ, capture_output=True,
                                 text=True, cwd=cwd or self.root, check=False)
         if result.returncode == 0:
             SESSION.link_installs(self.installpath / "software")

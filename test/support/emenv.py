@@ -53,8 +53,8 @@ class EnvModulesEnv(EasyBuildEnv):
         """The same installation, its shells without the siteconfig hook."""
         return dataclasses.replace(self, hooked=False)
 
-    def environ(self) -> dict[str, str]:
-        env = {k: v for k, v in super().environ().items()
+    def environ(self, shared_uv_cache: bool = True) -> dict[str, str]:
+        env = {k: v for k, v in super().environ(shared_uv_cache).items()
                if not k.startswith(("LMOD", "__MODULES", "MODULES_"))}
         env.update(MODULES_CMD=str(MODULES_CMD), MODULESHOME=str(MODULES_HOME),
                    EASYBUILD_MODULES_TOOL="EnvironmentModules", EASYBUILD_MODULE_SYNTAX="Tcl")

@@ -37,6 +37,13 @@ def cache_dir() -> Path:
     return path
 
 
+def uv_cache() -> Path:
+    """uv's cache of unpacked wheels, kept across sessions: the doctor's venvs and the session's
+    eb installs (TORCHSTACK_UV_CACHE) hard-link their files from it, so the CUDA 13 stack is
+    unpacked once on this machine, not once per install."""
+    return cache_dir() / "uv"
+
+
 @contextmanager
 def cache_lock(name: str) -> Iterator[None]:
     """Serialise builders of one cache entry across concurrent pytest runs."""

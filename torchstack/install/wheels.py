@@ -8,9 +8,15 @@ uv unpacks into its cache and then links or copies into the prefix. A cache on t
 own file system lets it hard-link, so 700 MB of torch is written once, not twice; the cache
 is removed after the install and the hard links keep the files. Unlinking its 12,000 entries
 is slow (bench/README.rst), so the cache is renamed out of the prefix at once and deleted by a
-thread while the installation is checked (`start_removal`). uv does not byte-compile either: the
-easyblock does that afterwards (`compile_command`), beside the post-processing, the sanity
+thread while the installation is checked (`start_removal`). uv does not byte-compile either:
+the easyblock does that afterwards (`compile_command`), beside the post-processing, the sanity
 check and the module step, instead of making them wait.
+
+A site that installs one release many times (toolchains, suffixes, CUDA variants) can keep one
+cache for all of them instead: $TORCHSTACK_UV_CACHE, on the installpath's file system. An
+install then hard-links what the cache already holds and writes almost nothing; installs share
+their files' inodes with the cache and with each other, so nothing may change an installed file
+in place (torchstack's own rewrites write new files, install/runpath.py).
 """
 
 from __future__ import annotations
@@ -42,39 +48,55 @@ def uv_binary() -> str:
 
 
 CACHE_DIR = ".torchstack-uv-cache"
+SHARED_CACHE_ENV = "TORCHSTACK_UV_CACHE"
+
+
+def shared_cache() -> str:
+    """The cache kept across installs ($TORCHSTACK_UV_CACHE, absolute), or "" for none."""
+    found = os.environ.get(SHARED_CACHE_ENV, "")
+    return os.path.abspath(found) if found else ""
 
 
 def cache_dir(prefix: str) -> str:
-    """uv's cache for one install: inside the prefix, so that hard links work; remove after."""
-    return os.path.join(prefix, CACHE_DIR)
+    """uv's cache for this install: the shared one, else one inside the prefix, so that hard
+    links work, removed after the install."""
+    return shared_cache() or os.path.join(prefix, CACHE_DIR)
 
 
 def leftovers(prefix: str) -> list[str]:
-    """What an install leaves in the prefix besides the packages: the cache and uv's lock."""
-    return [cache_dir(prefix), os.path.join(prefix, ".lock")]
+    """What an install leaves in the prefix besides the packages: uv's lock, and its own cache
+    unless the shared one is used."""
+    own = [] if shared_cache() else [os.path.join(prefix, CACHE_DIR)]
+    return [os.path.join(prefix, ".lock"), *own]
 
 
 def start_removal(prefix: str) -> threading.Thread:
     """Take the `leftovers` out of `prefix` now and delete them in a thread; join it to wait.
 
-    The cache is renamed beside the prefix (same file system, so the rename is instant), out of
-    reach of anything that walks the installation; where the rename fails it is deleted here.
-    The thread is not a daemon: the process does not end before the cache is gone.
+    The install's own cache is renamed beside the prefix (same file system, so the rename is
+    instant), out of reach of anything that walks the installation; where the rename fails it
+    is deleted here. The thread is not a daemon: the process does not end before the cache is
+    gone. A shared cache stays.
     """
-    cache, lock = leftovers(prefix)
+    lock, *own = leftovers(prefix)
     if os.path.lexists(lock):
         os.remove(lock)
-    doomed = f"{prefix.rstrip(os.sep)}{CACHE_DIR}-{os.getpid()}"
-    try:
-        os.rename(cache, doomed)
-    except FileNotFoundError:
-        doomed = ""
-    except OSError:
-        shutil.rmtree(cache)
-        doomed = ""
+    doomed = _move_aside(own[0], f"{prefix.rstrip(os.sep)}{CACHE_DIR}-{os.getpid()}") if own else ""
     thread = threading.Thread(target=_remove_tree, args=(doomed,), name="torchstack-uv-cache")
     thread.start()
     return thread
+
+
+def _move_aside(cache: str, doomed: str) -> str:
+    """Rename `cache` to `doomed` and return that; "" where it is gone or already deleted."""
+    try:
+        os.rename(cache, doomed)
+    except FileNotFoundError:
+        return ""
+    except OSError:
+        shutil.rmtree(cache)
+        return ""
+    return doomed
 
 
 def _remove_tree(path: str) -> None:
@@ -84,7 +106,9 @@ def _remove_tree(path: str) -> None:
 
 def install_command(python: str, prefix: str, wheels: Sequence[str]) -> list[str]:
     """Install `wheels` for `python` under `prefix`, without dependencies or network and
-    without byte-compiling: the caller runs `compile_command` afterwards."""
+    without byte-compiling: the caller runs `compile_command` afterwards. Wheels are named by
+    their real paths: uv keys a local wheel by its path, and a shared cache should find a
+    wheel again whichever link in a source path led to it."""
     if not wheels:
         raise InstallerError("no wheels to install")
     return [
@@ -94,7 +118,7 @@ def install_command(python: str, prefix: str, wheels: Sequence[str]) -> list[str
         "--no-deps", "--offline", "--no-config",
         "--cache-dir", cache_dir(prefix),
         "--link-mode", "hardlink",
-        *(os.path.abspath(w) for w in wheels),
+        *(os.path.realpath(w) for w in wheels),
     ]
 
 
