@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support import schedule
 from support.cudastack import IN_PYTHON_MODULE, download_stack
 from support.ebenv import EasyBuildEnv, make_python_root, wheel_easyconfig
 from support.ebmodules import PYTORCH_CUDA, WHEELS, beyond_module, consumer_module, stage_wheels
@@ -26,11 +27,30 @@ from support.wheelcache import REAL_WHEELS, cache_dir, cache_lock, download_whee
 SLOW_FIXTURES = frozenset({"eb_env", "real_wheel", "cuda_stack", "slurm_cluster"})
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's worker appends the groups to the ids
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         drives_lmod = hasattr(getattr(item, "module", None), "LMOD_INIT")
         if drives_lmod or SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: what it runs, in which units
+        schedule.group_and_order(items, schedule.load(cache_dir() / schedule.RECORD))
+
+
+# The controller of a pytest-xdist run measures each test (setup, call and teardown) for the
+# order of the next run's units (support/schedule.py).
+_measured: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    key = schedule.plain_id(report.nodeid)
+    _measured[key] = _measured.get(key, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    distributed = session.config.getoption("dist", "no") != "no"
+    if distributed and not hasattr(session.config, "workerinput") and _measured:
+        schedule.save(cache_dir() / schedule.RECORD, _measured.items())
 
 
 @pytest.fixture(scope="session")

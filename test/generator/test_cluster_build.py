@@ -108,9 +108,9 @@ def submitted(slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFact
                      "--arch", "x86_64", "--index", server.index_url, "--out", str(out)]) == 0
         _break_checksum(out / f"{AUDIO}.eb")
         command = jobs.submit_command(EASYSTACK, jobs.easystack_entries(out / EASYSTACK))
+        environ = eb_environ(env.environ(shared_uv_cache=True), slurm_cluster)
         result = subprocess.run(["bash", "-c", command], cwd=out, capture_output=True,
-                                text=True, env=eb_environ(env.environ(), slurm_cluster),
-                                check=False)
+                                text=True, env=environ, check=False)
         fetched = {h.path.rsplit("/", 1)[-1] for h in server.hits if h.path.endswith(".whl")}
     jobs_dir = out / jobs.jobs_folder(EASYSTACK)
     at_submission = _by_name(slurm_cluster.queue(), jobs_dir)

@@ -79,10 +79,10 @@ class EasyBuildEnv:
             """))
         return self
 
-    def environ(self, shared_uv_cache: bool = True) -> dict[str, str]:
-        """The environment of eb and of the module shells. PyTorchWheels installs hard-link
-        from the machine's uv cache (support/wheelcache.uv_cache) unless `shared_uv_cache` is
-        False: then each install has its own cache, removed after it, as by default."""
+    def environ(self, shared_uv_cache: bool = False) -> dict[str, str]:
+        """The environment of eb and of the module shells. With `shared_uv_cache`, eb's
+        PyTorchWheels installs hard-link from the machine's uv cache (support/wheelcache.uv_cache)
+        instead of each unpacking into a cache of its own, removed after it (the default)."""
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("EASYBUILD_", "LMOD", "_LMFILES_", "LOADEDMODULES", "EBROOT",
                                     "EBVERSION", "MODULE", "__LMOD", SHARED_CACHE_ENV))}

@@ -53,7 +53,7 @@ class EnvModulesEnv(EasyBuildEnv):
         """The same installation, its shells without the siteconfig hook."""
         return dataclasses.replace(self, hooked=False)
 
-    def environ(self, shared_uv_cache: bool = True) -> dict[str, str]:
+    def environ(self, shared_uv_cache: bool = False) -> dict[str, str]:
         env = {k: v for k, v in super().environ(shared_uv_cache).items()
                if not k.startswith(("LMOD", "__MODULES", "MODULES_"))}
         env.update(MODULES_CMD=str(MODULES_CMD), MODULESHOME=str(MODULES_HOME),

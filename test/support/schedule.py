@@ -1,0 +1,87 @@
+"""How the suite's tests are split between pytest-xdist's workers (scripts/test: --dist loadgroup).
+
+A work unit is one test file, except that the tests of a costly fixture that each worker would
+make for itself share one unit wherever they are: the Slurm test cluster (one on the machine
+at a time) and the stack installed for Environment Modules (a second install path with the
+CUDA 13 stack). The other session fixtures (the eb install path with its PyTorch modules) are
+made by each worker that needs them: their wheels hard-link from the machine's uv cache, so a
+second copy costs an eb run, not its gigabytes.
+
+Units are handed out longest first, by the durations of this machine's earlier runs (kept in
+the tests' cache), so that the workers finish together instead of one of them starting a long
+unit when the other is done; a unit never measured goes first when it uses a slow fixture
+(assume long), last otherwise. Within a unit, tests keep their collection order (their module
+and class fixtures are made once).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import pytest
+
+# fixture -> the unit of every test that uses it
+SHARED_UNITS = {"slurm_cluster": "slurm", "em_env": "envmodules"}
+RECORD = "test-durations.json"
+
+
+def unit(item: pytest.Item) -> str:
+    """The work unit of `item`: its shared fixture's, else its file's."""
+    used = getattr(item, "fixturenames", ())
+    for fixture, name in SHARED_UNITS.items():
+        if fixture in used:
+            return name
+    return item.nodeid.split("::", 1)[0]
+
+
+def plain_id(nodeid: str) -> str:
+    """A report's node id without the group suffix pytest-xdist appends (`id@group`); a
+    parameter id may hold an @ of its own, before its closing bracket."""
+    at = nodeid.rfind("@")
+    return nodeid[:at] if at > nodeid.rfind("]") else nodeid
+
+
+def group_and_order(items: list[pytest.Item], durations: Mapping[str, float]) -> None:
+    """Mark each item with its unit (xdist_group) and sort the units longest first."""
+    units: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        name = unit(item)
+        item.add_marker(pytest.mark.xdist_group(name))
+        units.setdefault(name, []).append(item)
+
+    def expected(members: list[pytest.Item]) -> float:
+        known = [durations[item.nodeid] for item in members if item.nodeid in durations]
+        if known:
+            return sum(known)
+        return math.inf if any(item.get_closest_marker("slow") for item in members) else 0.0
+
+    ordered = sorted(units.values(), key=expected, reverse=True)  # stable: ties keep their order
+    items[:] = [item for members in ordered for item in members]
+
+
+def load(path: Path) -> dict[str, float]:
+    """The recorded durations by test id; none where there is no readable record."""
+    try:
+        found = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(found, dict):
+        return {}
+    return {k: float(v) for k, v in found.items()
+            if isinstance(v, int | float) and not isinstance(v, bool)}
+
+
+def save(path: Path, measured: Iterable[tuple[str, float]]) -> None:
+    """Merge this run's durations into the record (a partial run keeps the others), atomically:
+    two runs may end at once."""
+    record = load(path)
+    record.update(measured)
+    fd, staging = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w") as handle:
+        json.dump(record, handle, sort_keys=True, indent=0)
+    os.replace(staging, path)
