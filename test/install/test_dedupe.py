@@ -121,3 +121,28 @@ class TestSitePackages:
         linker.link(first)
         assert linker.link(second) == 0
         assert not _same(first / site / name, second / site / name)
+
+
+class TestKnownCache:
+    """uv's cache of unpacked wheels counts as seen: what pip writes again links to it."""
+
+    def test_install_links_to_the_cache_which_stays_untouched(self, tmp_path: Path) -> None:
+        linker = Linker(min_size=32)
+        cached = _install(tmp_path / "archive" / "abc", {"torch/lib/libtorch.so": BIG})
+        before = os.stat(cached / "torch/lib/libtorch.so")
+        linker.know(tmp_path / "archive")
+        install = _install(tmp_path / "pip", {"lib/site-packages/torch/lib/libtorch.so": BIG})
+        assert linker.link(install) == len(BIG)
+        assert _same(cached / "torch/lib/libtorch.so",
+                     install / "lib/site-packages/torch/lib/libtorch.so")
+        after = os.stat(cached / "torch/lib/libtorch.so")
+        assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+
+    def test_new_cache_folders_are_read_on_the_next_call(self, tmp_path: Path) -> None:
+        linker = Linker(min_size=32)
+        linker.know(tmp_path / "archive")  # not there yet: nothing known
+        _install(tmp_path / "archive" / "one", {"a.so": BIG})
+        linker.know(tmp_path / "archive")
+        _install(tmp_path / "archive" / "two", {"b.so": BIG})
+        linker.know(tmp_path / "archive")
+        assert linker.link(_install(tmp_path / "pip", {"a.so": BIG, "b.so": BIG})) == 2 * len(BIG)

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -232,8 +233,9 @@ def cuda_modules_rpath(eb_env: EasyBuildEnv, cuda_stack: dict[str, Path]) -> dic
 
 @pytest.fixture(scope="module")
 def rpath_module(eb_env: EasyBuildEnv, cuda_stack: dict[str, Path],
-                 cuda_modules_rpath: dict[str, Path]) -> Path:
-    """torch 2.14.1 with cuda_libs = 'modules' and cuda_libs_rpath = True; its site-packages."""
+                 cuda_modules_rpath: dict[str, Path]) -> Iterator[Path]:
+    """torch 2.14.1 with cuda_libs = 'modules' and cuda_libs_rpath = True; its site-packages.
+    Removed after the module: its 2 GB of rewritten libraries are its own."""
     wheels = [cuda_stack[n] for n in ("torch", "triton", "cuda-bindings", "cuda-pathfinder")]
     easyconfig = wheel_easyconfig(
         eb_env.root / f"PyTorch-2.14.1{SUFFIX}.eb", "PyTorch", "2.14.1",
@@ -244,7 +246,8 @@ def rpath_module(eb_env: EasyBuildEnv, cuda_stack: dict[str, Path],
     result = eb_env.eb(easyconfig)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     software = eb_env.installpath / "software" / "PyTorch" / f"2.14.1{SUFFIX}"
-    return next(software.glob("lib/python*/site-packages"))
+    yield next(software.glob("lib/python*/site-packages"))
+    eb_env.remove(f"PyTorch/2.14.1{SUFFIX}")
 
 
 def _lib_dirs(cuda_modules_rpath: dict[str, Path], *names: str) -> set[str]:

@@ -10,6 +10,10 @@ anywhere in an install, and every file under site-packages, but `.py` and `.pyc`
 byte-code of each install records its own source's mtime and path, which a shared inode
 would change (about 120 MB of a torch install stay its own).
 
+The large files of uv's cache count as seen (`know`): the session's PyTorchWheels installs
+hard-link from it ($TORCHSTACK_UV_CACHE), and what pip writes again of the same wheels becomes
+links to it, even in the first install of a worker.
+
 Safe because no test writes into an installed file in place: eb rewrites RPATHs (patchelf)
 during its own install, before the install is linked; fingerprint files are replaced whole
 (a new inode) and are not under site-packages; a rebuild removes its folder first.
@@ -62,6 +66,21 @@ class Linker:
             return 0
         self._folders.add((info.st_dev, info.st_ino))
         return sum(self._link_one(path, found) for path, found in self._candidates(folder))
+
+    def know(self, archive: Path) -> None:
+        """Take the files in the folders of `archive` as seen, to link later files to, without
+        touching them: uv's cache of unpacked wheels (archive-v0, one folder a wheel, never
+        changed once there), whose files pip writes again. A folder is read once; call this
+        after every eb run."""
+        folders = sorted(archive.iterdir()) if archive.is_dir() else []
+        for folder in folders:
+            info = folder.stat()
+            if not stat.S_ISDIR(info.st_mode) or (info.st_dev, info.st_ino) in self._folders:
+                continue
+            self._folders.add((info.st_dev, info.st_ino))
+            for path, found in self._candidates(folder):
+                key = (path.name, found.st_size, found.st_mode, found.st_uid, found.st_gid)
+                self._files.setdefault(key, []).append((path, _identity(found)))
 
     def link_installs(self, software: Path) -> int:
         """`link` every finished install of an EasyBuild software tree (NAME/VERSION): one

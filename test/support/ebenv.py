@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -101,6 +102,13 @@ class EasyBuildEnv:
         )
         return env
 
+    def remove(self, module: str) -> None:
+        """Remove an installation (NAME/VERSION) and its module file: one that only a test
+        module needs, so that the run does not hold its gigabytes to the end."""
+        shutil.rmtree(self.installpath / "software" / module)
+        for suffix in (".lua", ""):
+            (self.installpath / "modules" / "all" / f"{module}{suffix}").unlink(missing_ok=True)
+
     def stage_source(self, software: str, wheel: Path, filename: str | None = None) -> Path:
         """Put a wheel where eb looks for the sources of `software`."""
         folder = self.sourcepath / software[0].lower() / software
@@ -137,6 +145,7 @@ class EasyBuildEnv:
         result = subprocess.run(self.eb_command(*args), env=environ, capture_output=True,
                                 text=True, cwd=cwd or self.root, check=False)
         if result.returncode == 0:
+            SESSION.know(uv_cache() / "archive-v0")
             SESSION.link_installs(self.installpath / "software")
         return result
 
