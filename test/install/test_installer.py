@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,7 +18,9 @@ from torchstack.errors import TorchstackError
 from torchstack.install.wheels import (
     CACHE_DIR,
     SHARED_CACHE_ENV,
+    WHEELS_BY_CONTENT,
     InstallerError,
+    by_content,
     cache_dir,
     compile_command,
     install_command,
@@ -231,30 +235,49 @@ class TestSharedCache:
         monkeypatch.chdir(tmp_path)
         monkeypatch.setenv(SHARED_CACHE_ENV, "uv-cache")  # relative: made absolute
         assert cache_dir("/apps/PyTorch") == str(tmp_path / "uv-cache")
-        command = install_command("python3", "/apps/PyTorch", ["/w/a.whl"])
+        wheel = build_wheel(tmp_path, "onepkg", "1.0", {"onepkg/__init__.py": b""})
+        command = install_command("python3", "/apps/PyTorch", [str(wheel)])
         assert option_value(command, "--cache-dir") == str(tmp_path / "uv-cache")
 
     def test_only_the_lock_is_left_over(self, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv(SHARED_CACHE_ENV, "/scratch/uv")
         assert leftovers("/apps/PyTorch") == ["/apps/PyTorch/.lock"]
 
-    def test_wheels_named_by_their_real_paths(self, tmp_path: Path) -> None:
-        # a source path holds links to the wheels; uv keys a local wheel by its path
-        wheel = build_wheel(tmp_path, "linked", "1.0", {"linked/__init__.py": b""})
-        link = tmp_path / "sources" / wheel.name
-        link.parent.mkdir()
+    def test_wheels_named_by_content(self, monkeypatch: pytest.MonkeyPatch,
+                                     tmp_path: Path) -> None:
+        # uv keys a local wheel by its path: one wheel in two builds' sources, and a link
+        wheel = build_wheel(tmp_path, "named", "1.0", {"named/__init__.py": b""})
+        other = tmp_path / "sources" / wheel.name
+        other.parent.mkdir()
+        shutil.copyfile(wheel, other)
+        link = tmp_path / "sources" / "link.whl"
         link.symlink_to(wheel)
-        assert install_command("python3", "/p", [str(link)])[-1] == str(wheel)
+        assert install_command("python3", "/p", [str(link)])[-1] == str(link)  # no shared cache
+        monkeypatch.setenv(SHARED_CACHE_ENV, str(tmp_path / "cache"))
+        names = {install_command("python3", "/p", [str(w)])[-1] for w in (wheel, other, link)}
+        digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+        assert names == {str(tmp_path / "cache" / WHEELS_BY_CONTENT / digest / wheel.name)}
+        assert Path(names.pop()).stat().st_ino == wheel.stat().st_ino  # the first, linked
+
+    def test_real_path_where_no_link_can_be_made(self, monkeypatch: pytest.MonkeyPatch,
+                                                 tmp_path: Path) -> None:
+        wheel = build_wheel(tmp_path, "unlinked", "1.0", {"unlinked/__init__.py": b""})
+        (tmp_path / "cache").write_text("not a folder")
+        monkeypatch.setenv(SHARED_CACHE_ENV, str(tmp_path / "cache"))
+        assert by_content(str(wheel), str(tmp_path / "cache")) == str(wheel)
 
     def test_installs_share_the_cached_files(self, monkeypatch: pytest.MonkeyPatch,
                                              tmp_path: Path) -> None:
         cache = tmp_path / "shared"
         monkeypatch.setenv(SHARED_CACHE_ENV, str(cache))
         wheel = build_wheel(tmp_path, "sharedpkg", "1.0", {"sharedpkg/data.bin": os.urandom(512)})
+        fetched = tmp_path / "fetched" / wheel.name  # the same wheel fetched by another build
+        fetched.parent.mkdir()
+        shutil.copyfile(wheel, fetched)
         inodes = []
-        for name in ("first", "second"):
+        for name, source in (("first", wheel), ("second", fetched)):
             prefix = tmp_path / name
-            result = subprocess.run(install_command(sys.executable, str(prefix), [str(wheel)]),
+            result = subprocess.run(install_command(sys.executable, str(prefix), [str(source)]),
                                     capture_output=True, text=True, cwd=tmp_path)
             assert result.returncode == 0, result.stderr
             start_removal(str(prefix)).join()
@@ -264,7 +287,7 @@ class TestSharedCache:
         cached = [p.stat().st_ino for p in cache.glob("archive-v0/*/sharedpkg/data.bin")]
         assert cached == inodes[:1] == inodes[1:]  # unpacked once, kept, linked twice
         assert sorted(p.name for p in tmp_path.iterdir()) == [
-            "first", "second", "shared", wheel.name]
+            "fetched", "first", "second", "shared", wheel.name]
 
 
 class TestCompileAfterwards:

@@ -21,6 +21,8 @@ in place (torchstack's own rewrites write new files, install/runpath.py).
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
 import shutil
 import threading
@@ -106,11 +108,11 @@ def _remove_tree(path: str) -> None:
 
 def install_command(python: str, prefix: str, wheels: Sequence[str]) -> list[str]:
     """Install `wheels` for `python` under `prefix`, without dependencies or network and
-    without byte-compiling: the caller runs `compile_command` afterwards. Wheels are named by
-    their real paths: uv keys a local wheel by its path, and a shared cache should find a
-    wheel again whichever link in a source path led to it."""
+    without byte-compiling: the caller runs `compile_command` afterwards. With a shared cache
+    the wheels are named by content (`by_content`)."""
     if not wheels:
         raise InstallerError("no wheels to install")
+    shared = shared_cache()
     return [
         uv_binary(), "pip", "install",
         "--python", python,
@@ -118,8 +120,40 @@ def install_command(python: str, prefix: str, wheels: Sequence[str]) -> list[str
         "--no-deps", "--offline", "--no-config",
         "--cache-dir", cache_dir(prefix),
         "--link-mode", "hardlink",
-        *(os.path.realpath(w) for w in wheels),
+        *(by_content(w, shared) if shared else os.path.abspath(w) for w in wheels),
     ]
+
+
+WHEELS_BY_CONTENT = "torchstack-wheels"
+
+
+def by_content(wheel: str, cache: str) -> str:
+    """A hard link to `wheel` in `cache`, named by its sha256, made once; the wheel's real path
+    where no link can be made (another file system).
+
+    uv keys a local wheel by its path and mtime: the same wheel fetched into another build's
+    sources would be unpacked into the cache again, 700 MB for torch, each time. Under one
+    name per content, every install of it finds the first unpacking."""
+    real = os.path.realpath(wheel)
+    sha256 = hashlib.sha256()
+    with open(real, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            sha256.update(chunk)
+    digest = sha256.hexdigest()
+    folder = os.path.join(cache, WHEELS_BY_CONTENT, digest)
+    named = os.path.join(folder, os.path.basename(real))
+    if os.path.exists(named):
+        return named
+    staging = f"{named}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(folder, exist_ok=True)
+        os.link(real, staging)
+        os.replace(staging, named)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.remove(staging)
+        return real
+    return named
 
 
 def compile_command(python: str, site_packages: str, jobs: int = 0) -> list[str]:
