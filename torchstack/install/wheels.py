@@ -28,6 +28,7 @@ import shutil
 import threading
 from collections.abc import Sequence
 
+from torchstack._files import open_regular
 from torchstack.errors import TorchstackError
 from torchstack.install import bytecode
 
@@ -136,7 +137,7 @@ def by_content(wheel: str, cache: str) -> str:
     name per content, every install of it finds the first unpacking."""
     real = os.path.realpath(wheel)
     sha256 = hashlib.sha256()
-    with open(real, "rb") as handle:
+    with open_regular(real, InstallerError) as handle:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             sha256.update(chunk)
     digest = sha256.hexdigest()
