@@ -43,11 +43,12 @@ def test_units_longest_first_each_in_collection_order() -> None:
 
 def test_shared_fixture_makes_one_unit_across_files() -> None:
     items = [FakeItem("a.py::one", "slurm_cluster"), FakeItem("b.py::one"),
-             FakeItem("c.py::one", "tmp_path", "slurm_cluster"), FakeItem("d.py::one", "em_env")]
+             FakeItem("c.py::one", "tmp_path", "slurm_cluster"), FakeItem("d.py::one", "em_env"),
+             FakeItem("e.py::one", "eb_env", "cuda_wheels_module")]
     _ordered(items, {})
     assert {item.nodeid: item.group() for item in items} == {
         "a.py::one": "slurm", "c.py::one": "slurm", "b.py::one": "b.py",
-        "d.py::one": "envmodules"}
+        "d.py::one": "envmodules", "e.py::one": "cuda-wheels"}
 
 
 def test_unmeasured_unit_first_if_slow_last_if_not() -> None:

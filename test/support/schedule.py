@@ -2,10 +2,11 @@
 
 A work unit is one test file, except that the tests of a costly fixture that each worker would
 make for itself share one unit wherever they are: the Slurm test cluster (one on the machine
-at a time) and the stack installed for Environment Modules (a second install path with the
-CUDA 13 stack). The other session fixtures (the eb install path with its PyTorch modules) are
-made by each worker that needs them: their wheels hard-link from the machine's uv cache, so a
-second copy costs an eb run, not its gigabytes.
+at a time), the stack installed for Environment Modules (a second install path with the
+CUDA 13 stack) and the CUDA 13 PyTorch module of the eb install path. The other session
+fixtures (the eb install path with its CPU PyTorch modules) are made by each worker that needs
+them: their wheels hard-link from the machine's uv cache, so a second copy costs an eb run, not
+its gigabytes.
 
 Units are handed out longest first, by the durations of this machine's earlier runs (kept in
 the tests' cache), so that the workers finish together instead of one of them starting a long
@@ -26,7 +27,8 @@ from pathlib import Path
 import pytest
 
 # fixture -> the unit of every test that uses it
-SHARED_UNITS = {"slurm_cluster": "slurm", "em_env": "envmodules"}
+SHARED_UNITS = {"slurm_cluster": "slurm", "em_env": "envmodules",
+                "cuda_wheels_module": "cuda-wheels"}
 RECORD = "test-durations.json"
 
 
