@@ -81,3 +81,14 @@ def end_command(argv: Sequence[str], sig: int = signal.SIGTERM) -> list[int]:
                 continue
             signalled.append(target)
     return signalled
+
+
+def running(pids: Sequence[int]) -> list[int]:
+    """Those of `pids` that have not ended: a zombie has (only its parent's wait is left)."""
+    alive = []
+    for pid in pids:
+        line = _read(pid, "stat")
+        if line and line.rpartition(b")")[2].split()[0] != b"Z":
+            alive.append(pid)
+    return alive
+

@@ -98,16 +98,21 @@ def _remove_own_dir(command: Command) -> None:
 
 def stop_command(command: Command) -> bool:
     """End `command`'s process and what it started, until its thread has the result (the
-    process may not have started yet); whether any process was signalled. A process that
-    cannot be found (see _processes) is not signalled: the command is waited for instead."""
-    sig, signalled = signal.SIGTERM, False
+    process may not have started yet) and, within the grace period, every process signalled
+    has ended (the command's own may end before its workers); whether any was signalled. A
+    process that cannot be found (see _processes) is not signalled: the command is waited for
+    instead."""
+    sig, signalled = signal.SIGTERM, set()
     deadline = time.monotonic() + GRACE
     while not command.running.done():
-        signalled |= bool(_processes.end_command(command.argv, sig))
+        signalled.update(_processes.end_command(command.argv, sig))
         wait([command.running], timeout=POLL)
         if time.monotonic() > deadline:
             sig = signal.SIGKILL
-    return signalled
+    # bounded: a number signalled long ago may have been given to another process since
+    while _processes.running(sorted(signalled)) and time.monotonic() < deadline:
+        time.sleep(POLL / 10)
+    return bool(signalled)
 
 
 def finish_all(finishers: list[Callable[[], None]]) -> None:
