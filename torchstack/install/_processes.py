@@ -28,9 +28,13 @@ def _read(pid: int, name: str) -> bytes | None:
         return None
 
 
-def _parent_of(stat_line: bytes) -> int:
+def _after_comm(stat_line: bytes) -> list[bytes]:
     # `PID (COMM) STATE PPID ...`: COMM may hold spaces and parentheses, the last ')' ends it
-    return int(stat_line.rpartition(b")")[2].split()[1])
+    return stat_line.rpartition(b")")[2].split()
+
+
+def _parent_of(stat_line: bytes) -> int:
+    return int(_after_comm(stat_line)[1])
 
 
 def parents() -> dict[int, int]:
@@ -88,7 +92,6 @@ def running(pids: Sequence[int]) -> list[int]:
     alive = []
     for pid in pids:
         line = _read(pid, "stat")
-        if line and line.rpartition(b")")[2].split()[0] != b"Z":
+        if line and _after_comm(line)[0] != b"Z":
             alive.append(pid)
     return alive
-
