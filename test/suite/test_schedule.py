@@ -51,6 +51,27 @@ def test_shared_fixture_makes_one_unit_across_files() -> None:
         "d.py::one": "envmodules", "e.py::one": "cuda-wheels"}
 
 
+def test_file_goes_whole_into_its_shared_unit() -> None:
+    """The other tests of a file that uses a shared fixture run beside it: the file's module
+    fixtures are then made on one worker only."""
+    items = [FakeItem("a.py::plain"), FakeItem("a.py::cuda", "cuda_wheels_module"),
+             FakeItem("b.py::plain")]
+    _ordered(items, {})
+    assert {item.nodeid: item.group() for item in items} == {
+        "a.py::plain": "cuda-wheels", "a.py::cuda": "cuda-wheels", "b.py::plain": "b.py"}
+
+
+def test_shared_units_meeting_in_a_file_become_one() -> None:
+    items = [FakeItem("a.py::em", "em_env"), FakeItem("b.py::cuda", "cuda_wheels_module"),
+             FakeItem("b.py::em", "em_env"), FakeItem("c.py::slurm", "slurm_cluster"),
+             FakeItem("d.py::cuda", "cuda_wheels_module")]
+    _ordered(items, {})
+    groups = {item.nodeid: item.group() for item in items}
+    assert len({groups[k] for k in ("a.py::em", "b.py::cuda", "b.py::em", "d.py::cuda")}) == 1
+    assert groups["a.py::em"] in ("envmodules", "cuda-wheels")
+    assert groups["c.py::slurm"] == "slurm"
+
+
 def test_unmeasured_unit_first_if_slow_last_if_not() -> None:
     items = [FakeItem("known.py::t"), FakeItem("new.py::t"), FakeItem("newslow.py::t", slow=True)]
     assert _ordered(items, {"known.py::t": 30.0}) == ["newslow.py::t", "known.py::t", "new.py::t"]

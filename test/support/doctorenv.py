@@ -3,8 +3,11 @@ and running doctor on them, reading its JSON report.
 
 Each venv is made with `python -m venv` and filled by `uv pip install --no-deps --offline`
 from the cached wheel files; uv hard-links from its cache, so torch 2.14.1 with its nvidia
-wheels (about 5 GB) costs its disk space once. Venvs are cached across sessions under
-$TORCHSTACK_CACHE/doctor, each completed one marked by a file, and never changed by a test.
+wheels (about 5 GB) costs its disk space once. uv byte-compiles what it installs, as pip
+does: the tests import torch in these venvs many times with PYTHONDONTWRITEBYTECODE, and
+without .pyc files each of those imports compiled torch's modules again. Venvs are cached
+across sessions under $TORCHSTACK_CACHE/doctor, each completed one marked by a file, and never
+changed by a test.
 
 The stand-in EasyBuild Python is this machine's Python under another prefix (a copy of the
 executable, the standard library linked in) whose site-packages holds the sitecustomize.py
@@ -46,7 +49,7 @@ def make_venv(name: str, wheels: Sequence[Path], *, python: str = sys.executable
               system_site_packages: bool = False) -> Path:
     """A venv of `python` holding exactly `wheels` (installed without dependencies)."""
     names = sorted(w.name for w in wheels)
-    root = cache_dir() / "doctor" / f"{name}-{_key(python, names, system_site_packages)}"
+    root = cache_dir() / "doctor" / f"{name}-{_key(python, names, system_site_packages, 'pyc')}"
     with cache_lock(f"doctor-{root.name}"):
         if (root / ".complete").exists():
             return root
@@ -56,8 +59,8 @@ def make_venv(name: str, wheels: Sequence[Path], *, python: str = sys.executable
         if wheels:
             subprocess.run(
                 [sys.executable, "-m", "uv", "pip", "install", "--quiet", "--offline",
-                 "--no-deps", "--link-mode", "hardlink", "--python", str(root / "bin" / "python"),
-                 *map(str, wheels)],
+                 "--no-deps", "--link-mode", "hardlink", "--compile-bytecode",
+                 "--python", str(root / "bin" / "python"), *map(str, wheels)],
                 check=True, env=dict(os.environ, UV_CACHE_DIR=str(uv_cache())),
             )
         (root / ".complete").touch()

@@ -1,12 +1,14 @@
 """How the suite's tests are split between pytest-xdist's workers (scripts/test: --dist loadgroup).
 
-A work unit is one test file, except that the tests of a costly fixture that each worker would
-make for itself share one unit wherever they are: the Slurm test cluster (one on the machine
-at a time), the stack installed for Environment Modules (a second install path with the
-CUDA 13 stack) and the CUDA 13 PyTorch module of the eb install path. The other session
-fixtures (the eb install path with its CPU PyTorch modules) are made by each worker that needs
-them: their wheels hard-link from the machine's uv cache, so a second copy costs an eb run, not
-its gigabytes.
+A work unit is one test file, except that the files using a costly fixture that each worker
+would make for itself share one unit: the Slurm test cluster (one on the machine at a time),
+the stack installed for Environment Modules (a second install path with the CUDA 13 stack) and
+the CUDA 13 PyTorch module of the eb install path. Such a file goes whole into the unit, with
+its other tests too: their module fixtures (a file's own PyTorch modules beside the CUDA 13
+one) would otherwise be made on both workers. Two shared units that meet in one file become
+one. The other session fixtures (the eb install path with its CPU PyTorch modules) are made by
+each worker that needs them: their wheels hard-link from the machine's uv cache, so a second
+copy costs an eb run, not its gigabytes.
 
 Units are handed out longest first, by the durations of this machine's earlier runs (kept in
 the tests' cache), so that the workers finish together instead of one of them starting a long
@@ -32,13 +34,34 @@ SHARED_UNITS = {"slurm_cluster": "slurm", "em_env": "envmodules",
 RECORD = "test-durations.json"
 
 
-def unit(item: pytest.Item) -> str:
-    """The work unit of `item`: its shared fixture's, else its file's."""
+def shared_unit(item: pytest.Item) -> str | None:
+    """The unit of the first shared fixture `item` uses, if any."""
     used = getattr(item, "fixturenames", ())
-    for fixture, name in SHARED_UNITS.items():
-        if fixture in used:
-            return name
+    return next((name for fixture, name in SHARED_UNITS.items() if fixture in used), None)
+
+
+def file_of(item: pytest.Item) -> str:
     return item.nodeid.split("::", 1)[0]
+
+
+def units(items: Iterable[pytest.Item]) -> dict[str, str]:
+    """The work unit of each test file: the shared unit one of its tests uses, else its own
+    name. Files and shared units are joined wherever a file uses a shared fixture, so that a
+    file using two of them puts both units, and all their files, into one."""
+    parent: dict[str, str] = {}
+
+    def root(name: str) -> str:
+        while parent.setdefault(name, name) != name:
+            name = parent[name]
+        return name
+
+    for item in items:
+        shared = shared_unit(item)
+        if shared is not None:
+            # the shared unit's name wins: it names the unit in reports
+            parent[root(file_of(item))] = root(shared)
+    files = {file_of(item) for item in items}
+    return {name: root(name) for name in files}
 
 
 def plain_id(nodeid: str) -> str:
@@ -50,11 +73,12 @@ def plain_id(nodeid: str) -> str:
 
 def group_and_order(items: list[pytest.Item], durations: Mapping[str, float]) -> None:
     """Mark each item with its unit (xdist_group) and sort the units longest first."""
-    units: dict[str, list[pytest.Item]] = {}
+    unit_of = units(items)
+    members_of: dict[str, list[pytest.Item]] = {}
     for item in items:
-        name = unit(item)
+        name = unit_of[file_of(item)]
         item.add_marker(pytest.mark.xdist_group(name))
-        units.setdefault(name, []).append(item)
+        members_of.setdefault(name, []).append(item)
 
     def expected(members: list[pytest.Item]) -> float:
         known = [durations[item.nodeid] for item in members if item.nodeid in durations]
@@ -62,7 +86,8 @@ def group_and_order(items: list[pytest.Item], durations: Mapping[str, float]) ->
             return sum(known)
         return math.inf if any(item.get_closest_marker("slow") for item in members) else 0.0
 
-    ordered = sorted(units.values(), key=expected, reverse=True)  # stable: ties keep their order
+    # sorted is stable: units of equal length keep their order
+    ordered = sorted(members_of.values(), key=expected, reverse=True)
     items[:] = [item for members in ordered for item in members]
 
 
