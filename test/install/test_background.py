@@ -108,6 +108,22 @@ class TestByteCompile:
         assert "torchstack: byte-compile took" in _messages(caplog)
         assert ", waited for " in _messages(caplog)  # the timing line bench/install.py reads
 
+    def test_runs_when_the_build_folder_is_gone(self, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+        # EasyBuild's cleanup step removes the build folder before the permissions step joins
+        # the byte-compile; its thread may start the command only then
+        monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+        (tmp_path / "tmp").mkdir()
+        block = _block(tmp_path)
+        package = _package(block, "pkg", "X = 1\n")
+        os.rmdir(block.builddir)
+        work = BackgroundWork(block)
+        work.start_bytecode_compile()
+        work.finish_bytecode_compile()
+        assert (package / "__pycache__" / f"__init__.{TAG}.pyc").is_file()
+        # its own folder, removed after (run_shell_cmd keeps its output beside it)
+        assert list((tmp_path / "tmp").glob("torchstack-*")) == []
+
     def test_files_that_do_not_compile_are_logged(
             self, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
         # exit code 1: left as sources, as pip and uv leave them

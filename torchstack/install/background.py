@@ -170,11 +170,15 @@ class BackgroundWork:
 
     def start_bytecode_compile(self) -> None:
         """Byte-compile the installed site-packages on the cores EasyBuild may use (its parallel
-        setting), beside the steps up to the permissions step."""
+        setting), beside the steps up to the permissions step. It runs in a folder of its own:
+        EasyBuild's cleanup step removes the build folder before the permissions step, and the
+        thread may not have started the command by then (at once with --skip-sanity-check)."""
         block = self._block
         site_packages = os.path.join(block.installdir, block.pylibdir)
-        self._bytecode_compile = start_command(block, "byte-compile", wheels.compile_command(
-            block.python_cmd, site_packages, block.cfg.parallel))
+        self._bytecode_compile = start_command(
+            block, "byte-compile", wheels.compile_command(block.python_cmd, site_packages,
+                                                          block.cfg.parallel),
+            work_dir=tempfile.mkdtemp(prefix="torchstack-byte-compile-"), own_dir=True)
 
     def finish_bytecode_compile(self) -> None:
         """Wait for the byte-compile, if one runs; files that do not compile are logged, as pip
