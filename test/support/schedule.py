@@ -10,11 +10,11 @@ one. The other session fixtures (the eb install path with its CPU PyTorch module
 each worker that needs them: their wheels hard-link from the machine's uv cache, so a second
 copy costs an eb run, not its gigabytes.
 
-Units are handed out longest first, by the durations of this machine's earlier runs (kept in
-the tests' cache), so that the workers finish together instead of one of them starting a long
-unit when the other is done; a unit never measured goes first when it uses a slow fixture
-(assume long), last otherwise. Within a unit, tests keep their collection order (their module
-and class fixtures are made once).
+Units are handed out longest first, by the durations of this machine's earlier runs under the
+same EasyBuild (kept in the tests' cache), so that the workers finish together instead of one
+of them starting a long unit when the other is done; a unit never measured goes first when it
+uses a slow fixture (assume long), last otherwise. Within a unit, tests keep their collection
+order (their module and class fixtures are made once).
 """
 
 from __future__ import annotations
@@ -27,11 +27,14 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import pytest
+from easybuild.tools.version import VERSION as EASYBUILD_VERSION
 
 # fixture -> the unit of every test that uses it
 SHARED_UNITS = {"slurm_cluster": "slurm", "em_env": "envmodules",
                 "cuda_wheels_module": "cuda-wheels"}
-RECORD = "test-durations.json"
+# The durations of each EasyBuild's runs apart: scripts/test runs the real-eb tests under the
+# oldest EasyBuild beside the main run, where they take another time.
+RECORD = f"test-durations-easybuild-{EASYBUILD_VERSION}.json"
 
 
 def shared_unit(item: pytest.Item) -> str | None:
