@@ -48,7 +48,7 @@ def test_shared_fixture_makes_one_unit_across_files() -> None:
     _ordered(items, {})
     assert {item.nodeid: item.group() for item in items} == {
         "a.py::one": "slurm", "c.py::one": "slurm", "b.py::one": "b.py",
-        "d.py::one": "envmodules", "e.py::one": "cuda-wheels"}
+        "d.py::one": "envmodules", "e.py::one": "pytorch-modules"}
 
 
 def test_file_goes_whole_into_its_shared_unit() -> None:
@@ -58,7 +58,7 @@ def test_file_goes_whole_into_its_shared_unit() -> None:
              FakeItem("b.py::plain")]
     _ordered(items, {})
     assert {item.nodeid: item.group() for item in items} == {
-        "a.py::plain": "cuda-wheels", "a.py::cuda": "cuda-wheels", "b.py::plain": "b.py"}
+        "a.py::plain": "pytorch-modules", "a.py::cuda": "pytorch-modules", "b.py::plain": "b.py"}
 
 
 def test_shared_units_meeting_in_a_file_become_one() -> None:
@@ -68,7 +68,7 @@ def test_shared_units_meeting_in_a_file_become_one() -> None:
     _ordered(items, {})
     groups = {item.nodeid: item.group() for item in items}
     assert len({groups[k] for k in ("a.py::em", "b.py::cuda", "b.py::em", "d.py::cuda")}) == 1
-    assert groups["a.py::em"] in ("envmodules", "cuda-wheels")
+    assert groups["a.py::em"] in ("envmodules", "pytorch-modules")
     assert groups["c.py::slurm"] == "slurm"
 
 

@@ -3,12 +3,12 @@
 A work unit is one test file, except that the files using a costly fixture that each worker
 would make for itself share one unit: the Slurm test cluster (one on the machine at a time),
 the stack installed for Environment Modules (a second install path with the CUDA 13 stack) and
-the CUDA 13 PyTorch module of the eb install path. Such a file goes whole into the unit, with
-its other tests too: their module fixtures (a file's own PyTorch modules beside the CUDA 13
-one) would otherwise be made on both workers. Two shared units that meet in one file become
-one. The other session fixtures (the eb install path with its CPU PyTorch modules) are made by
-each worker that needs them: their wheels hard-link from the machine's uv cache, so a second
-copy costs an eb run, not its gigabytes.
+the PyTorch modules of the eb install path (torch 2.13.0+cpu and the CUDA 13 stack, with the
+consumers built on them). Such a file goes whole into the unit, with its other tests too:
+their module fixtures (a file's own PyTorch modules beside the shared ones) would otherwise
+be made on both workers. Two shared units that meet in one file become one. The other
+session fixtures are made by each worker that needs them: wheels hard-link from the
+machine's uv cache, so a second install costs an eb run, not its gigabytes.
 
 Units are handed out longest first, by the durations of this machine's earlier runs under the
 same EasyBuild (kept in the tests' cache), so that the workers finish together instead of one
@@ -31,7 +31,7 @@ from easybuild.tools.version import VERSION as EASYBUILD_VERSION
 
 # fixture -> the unit of every test that uses it
 SHARED_UNITS = {"slurm_cluster": "slurm", "em_env": "envmodules",
-                "cuda_wheels_module": "cuda-wheels"}
+                "pytorch_cpu_module": "pytorch-modules", "cuda_wheels_module": "pytorch-modules"}
 # The durations of each EasyBuild's runs apart: scripts/test runs the real-eb tests under the
 # oldest EasyBuild beside the main run, where they take another time.
 RECORD = f"test-durations-easybuild-{EASYBUILD_VERSION}.json"
