@@ -72,6 +72,13 @@ def test_shared_units_meeting_in_a_file_become_one() -> None:
     assert groups["c.py::slurm"] == "slurm"
 
 
+def test_one_test_using_two_shared_fixtures_joins_their_units() -> None:
+    items = [FakeItem("a.py::both", "em_env", "slurm_cluster"), FakeItem("b.py::em", "em_env"),
+             FakeItem("c.py::slurm", "slurm_cluster")]
+    _ordered(items, {})
+    assert len({item.group() for item in items}) == 1
+
+
 def test_unmeasured_unit_first_if_slow_last_if_not() -> None:
     items = [FakeItem("known.py::t"), FakeItem("new.py::t"), FakeItem("newslow.py::t", slow=True)]
     assert _ordered(items, {"known.py::t": 30.0}) == ["newslow.py::t", "known.py::t", "new.py::t"]

@@ -32,15 +32,15 @@ from easybuild.tools.version import VERSION as EASYBUILD_VERSION
 # fixture -> the unit of every test that uses it
 SHARED_UNITS = {"slurm_cluster": "slurm", "em_env": "envmodules",
                 "pytorch_cpu_module": "pytorch-modules", "cuda_wheels_module": "pytorch-modules"}
-# The durations of each EasyBuild's runs apart: scripts/test runs the real-eb tests under the
-# oldest EasyBuild beside the main run, where they take another time.
+# The durations of each EasyBuild's runs apart: scripts/test runs the real-eb tests again under
+# the oldest EasyBuild (scripts/eb-oldest), where they take other times.
 RECORD = f"test-durations-easybuild-{EASYBUILD_VERSION}.json"
 
 
-def shared_unit(item: pytest.Item) -> str | None:
-    """The unit of the first shared fixture `item` uses, if any."""
+def shared_units(item: pytest.Item) -> list[str]:
+    """The units of the shared fixtures `item` uses."""
     used = getattr(item, "fixturenames", ())
-    return next((name for fixture, name in SHARED_UNITS.items() if fixture in used), None)
+    return [name for fixture, name in SHARED_UNITS.items() if fixture in used]
 
 
 def file_of(item: pytest.Item) -> str:
@@ -59,8 +59,7 @@ def units(items: Iterable[pytest.Item]) -> dict[str, str]:
         return name
 
     for item in items:
-        shared = shared_unit(item)
-        if shared is not None:
+        for shared in shared_units(item):
             # the shared unit's name wins: it names the unit in reports
             parent[root(file_of(item))] = root(shared)
     files = {file_of(item) for item in items}
