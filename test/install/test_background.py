@@ -144,10 +144,12 @@ class TestByteCompile:
             work.finish_bytecode_compile()
 
     def test_a_command_that_cannot_run_surfaces_at_join(self, tmp_path: Path) -> None:
+        # setsid starts it (see _processes.in_own_group), and says why it could not
         block = _block(tmp_path, python=str(tmp_path / "no-such-python"))
         work = BackgroundWork(block)
         work.start_bytecode_compile()
-        with pytest.raises(EasyBuildError, match="torchstack: byte-compile did not run: "):
+        with pytest.raises(EasyBuildError, match=r"(?s)byte-compiling the installation failed "
+                           r"\(exit code 127\):\n.*no-such-python: No such file or directory"):
             work.finish_bytecode_compile()
 
     def test_joined_once(self, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -292,6 +294,54 @@ class TestStepFailsBeforeJoin:
         started = [int(p) for p in pids.read_text().split()] if pids.exists() else []
         assert all(_gone(pid) for pid in started)
 
+    def test_stopped_with_a_child_whose_parent_has_ended(
+            self, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+        # a worker the command forked just as it was signalled is reparented once the command
+        # has ended, and is no longer its descendant; it holds the output pipe run_shell_cmd
+        # reads to its end. As a process of the command's group it is ended all the same.
+        caplog.set_level(logging.INFO)
+        pids = tmp_path / "pids"
+        python = _script(tmp_path / "forkingpython", f"""\
+            #!/bin/sh
+            ( sleep 300 & echo $! > {pids}.orphan )
+            sleep 300 &
+            echo "$$ $! $(cat {pids}.orphan)" > {pids}.tmp && mv {pids}.tmp {pids}
+            wait
+            """)
+        block = _block(tmp_path, python=python)
+        with pytest.raises(EasyBuildError), BackgroundWork(block) as work:
+            work.start_bytecode_compile()
+            started = _pids_when_started(pids)
+            raise EasyBuildError("the post-processing failed")
+        assert all(_gone(pid) for pid in started)
+        assert "torchstack: byte-compile stopped after" in _messages(caplog)
+
+    def test_given_up_when_a_process_escapes_its_group(
+            self, tmp_path: Path, caplog: pytest.LogCaptureFixture,
+            monkeypatch: pytest.MonkeyPatch) -> None:
+        # a process that made a session of its own and whose parent has ended cannot be found:
+        # the stop gives up rather than wait for the pipe it holds, and the steps' error goes on
+        monkeypatch.setattr(background, "GRACE", 0.2)
+        monkeypatch.setattr(background, "GIVE_UP", 0.5)
+        pids = tmp_path / "pids"
+        python = _script(tmp_path / "escapingpython", f"""\
+            #!/bin/sh
+            ( setsid sleep 300 & echo $! > {pids}.tmp && mv {pids}.tmp {pids} )
+            wait
+            """)
+        block = _block(tmp_path, python=python)
+        try:
+            with pytest.raises(EasyBuildError, match="failed"), BackgroundWork(block) as work:
+                work.start_bytecode_compile()
+                escaped = _pids_when_started(pids)
+                raise EasyBuildError("the post-processing failed")
+            assert "torchstack: byte-compile did not end 0 s after SIGKILL; left running" in \
+                _messages(caplog)
+            assert not any(_gone(pid) for pid in escaped)
+        finally:
+            for pid in _pids_when_started(pids):
+                os.kill(pid, 9)
+
     def test_no_step_failed_work_left_is_waited_for(
             self, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
         # eb --stop ends the steps before the permissions step: the byte-compile completes
@@ -325,6 +375,31 @@ class TestStepFailsBeforeJoin:
 
 
 class TestProcesses:
+    def test_command_leads_a_group_of_its_own(self) -> None:
+        import subprocess
+
+        argv = ["sleep", "302"]
+        with subprocess.Popen(_processes.in_own_group(argv)) as mine:
+            try:
+                for _ in range(1200):  # until setsid has run: a guard against a hang, a minute
+                    if os.getpgid(mine.pid) == mine.pid:
+                        break
+                    time.sleep(0.05)
+                assert os.getpgid(mine.pid) == mine.pid != os.getpgid(0)
+                assert list(_processes.children_running(argv, _processes.parents())) == [mine.pid]
+            finally:
+                mine.kill()
+
+    def test_eb_exits_while_a_thread_is_left_running(self) -> None:
+        # a command given up by stop_command must not hold `eb` at its exit
+        import subprocess
+
+        code = "import time; from torchstack.install import steps; " \
+               "steps.in_thread(lambda: time.sleep(600)); print('exiting')"
+        ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             timeout=120, check=True)
+        assert ran.stdout == "exiting\n"
+
     @pytest.mark.parametrize("line, parent", [
         (b"12 (python3) S 7 12 12 0", 7),
         (b"12 (a) b (c)) R 9 12 12 0", 9),  # a name with spaces and parentheses

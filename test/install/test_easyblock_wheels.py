@@ -107,10 +107,11 @@ class TestTorchModule:
                         r"successfully", log)
         assert ran is not None
         assert ran.group(2) == "import functorch, torch, torchgen"  # the wheel's top levels
-        # where EasyBuild ran it, in the words of its newer releases or of 5.0
-        started = re.search(r"Running command in (\S+):\n\t\S+ -c import functorch, "
-                            r"|Running shell command '\S+ -c import functorch, [^']*' in (\S+)",
-                            log)
+        # where EasyBuild ran it, in the words of its newer releases or of 5.0 (through
+        # setsid, see torchstack.install._processes)
+        started = re.search(r"Running command in (\S+):\n\t\S+/setsid --wait \S+ -c import "
+                            r"functorch, |Running shell command '\S+/setsid --wait \S+ -c import "
+                            r"functorch, [^']*' in (\S+)", log)
         assert started is not None
         assert "torchstack-import-check-" in (started.group(1) or started.group(2))
         assert log.index("Starting sanitycheck step") < started.start()

@@ -2,15 +2,22 @@
 
 run_shell_cmd hands out no process handle: it returns once the command has ended. A command
 that background.BackgroundWork runs in a thread is found instead as this process's child with
-the command's arguments (run without a shell, the child is the command itself), and ended
-together with its descendants: the byte-compile's worker processes would otherwise wait for
-work from a parent that is gone. Read from /proc, as on Linux, where EasyBuild runs; where a
-command's process cannot be found there, it is not signalled and ends in its own time.
+the command's arguments, and ended together with everything it started: the byte-compile's
+worker processes would otherwise wait for work from a parent that is gone, holding the output
+pipe that run_shell_cmd reads to its end. The command runs as the leader of a process group of
+its own (`in_own_group`), and the whole group is signalled: a process it forks while it is being
+signalled, or whose parent has ended (reparented, no longer its descendant), is in the group
+all the same, where a snapshot of /proc cannot see it. Its descendants as /proc shows them are
+signalled too, for a process that left the group or where setsid is missing. Read from /proc,
+as on Linux, where EasyBuild runs; where a command's process cannot be found there, it is not
+signalled and ends in its own time.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import signal
 from collections.abc import Iterator, Sequence
 
@@ -18,6 +25,15 @@ from torchstack import _files
 
 PROC = "/proc"
 MAX_PROC_FILE = 1 << 20  # /proc/PID/stat is a line; cmdline the arguments (a few kB here)
+
+
+def in_own_group(argv: Sequence[str]) -> list[str]:
+    """`argv` run by util-linux's setsid as the leader of a session and process group of its own
+    (run_shell_cmd has no way to ask for one); `argv` as it is where setsid is missing. The
+    command's arguments stay at the end of its command line, where `children_running` looks.
+    --wait: should setsid have to fork (its caller leads a group), it waits for the command."""
+    setsid = shutil.which("setsid")
+    return [setsid, "--wait", *argv] if setsid else list(argv)
 
 
 def _read(pid: int, name: str) -> bytes | None:
@@ -73,11 +89,13 @@ def children_running(argv: Sequence[str], parent_of: dict[int, int]) -> Iterator
 
 
 def end_command(argv: Sequence[str], sig: int = signal.SIGTERM) -> list[int]:
-    """Send `sig` to each child running `argv` and to everything it started; the processes
-    signalled (none when the command has not started yet or has ended)."""
+    """Send `sig` to each child running `argv`, to its process group and to its descendants;
+    the processes signalled by number (none when the command has not started yet or has
+    ended; the group's other members are not listed)."""
     parent_of = parents()
     signalled = []
     for pid in list(children_running(argv, parent_of)):
+        _signal_group(pid, sig)
         for target in [pid, *descendants(pid, parent_of)]:
             try:
                 os.kill(target, sig)
@@ -85,6 +103,15 @@ def end_command(argv: Sequence[str], sig: int = signal.SIGTERM) -> list[int]:
                 continue
             signalled.append(target)
     return signalled
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    """`sig` to the process group that `pid` leads, if it leads one yet (setsid may not have
+    run). A group's number is its leader's, and is not given to another process while the group
+    has members, so this reaches our child's group or none. The kernel delivers it to every
+    member at once, a fork under way included."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # none (yet), not ours
+        os.killpg(pid, sig)
 
 
 def running(pids: Sequence[int]) -> list[int]:

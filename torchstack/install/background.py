@@ -45,6 +45,9 @@ from torchstack.install.steps import EasyBlock
 
 POLL = 0.1  # seconds between attempts to end a command that is being stopped
 GRACE = 5.0  # seconds a stopped command has to end on SIGTERM before it gets SIGKILL
+# Seconds after SIGKILL until a stopped command is given up: a process that left its group
+# and is no longer its descendant (it called setsid itself) can hold the output pipe open.
+GIVE_UP = 10.0
 
 
 @dataclass(frozen=True)
@@ -62,13 +65,14 @@ class Command:
 def start_command(block: EasyBlock, what: str, argv: list[str], env: dict[str, str] | None = None,
                   work_dir: str | None = None, own_dir: bool = False) -> Command:
     """Run `argv` (no shell) with run_shell_cmd in a thread, beside what the step does next,
-    in `work_dir` (default: the build folder); `own_dir`: `work_dir` is the command's alone."""
+    in `work_dir` (default: the build folder); `own_dir`: `work_dir` is the command's alone.
+    It leads a process group of its own, so that `stop_command` reaches all it starts."""
 
     def run() -> tuple[Any, float]:
         start = time.perf_counter()
-        result = run_shell_cmd(argv, env=env, fail_on_error=False, hidden=True,
-                               asynchronous=True, work_dir=work_dir or block.builddir,
-                               use_bash=False)
+        result = run_shell_cmd(_processes.in_own_group(argv), env=env, fail_on_error=False,
+                               hidden=True, asynchronous=True,
+                               work_dir=work_dir or block.builddir, use_bash=False)
         return result, time.perf_counter() - start
 
     return Command(what, argv, steps.in_thread(run), work_dir if own_dir else None)
@@ -96,15 +100,26 @@ def _remove_own_dir(command: Command) -> None:
         shutil.rmtree(command.own_dir, ignore_errors=True)
 
 
-def stop_command(command: Command) -> bool:
-    """End `command`'s process and what it started, until its thread has the result (the
-    process may not have started yet) and, within the grace period, every process signalled
-    has ended (the command's own may end before its workers); whether any was signalled. A
-    process that cannot be found (see _processes) is not signalled: the command is waited for
-    instead."""
-    sig, signalled = signal.SIGTERM, set()
+@dataclass(frozen=True)
+class Stopped:
+    """How `stop_command` left a command: whether any of its processes was signalled, and
+    whether its thread has its result (False: given up, the thread is left to its end)."""
+
+    signalled: bool
+    ended: bool
+
+
+def stop_command(command: Command) -> Stopped:
+    """End `command`'s process and what it started (see _processes), until its thread has the
+    result (the process may not have started yet) and, within the grace period, every process
+    signalled has ended (the command's own may end before its workers). SIGKILL after the
+    grace period; given up GIVE_UP seconds later."""
+    sig = signal.SIGTERM
+    signalled: set[int] = set()
     deadline = time.monotonic() + GRACE
     while not command.running.done():
+        if time.monotonic() > deadline + GIVE_UP:
+            return Stopped(bool(signalled), ended=False)
         signalled.update(_processes.end_command(command.argv, sig))
         wait([command.running], timeout=POLL)
         if time.monotonic() > deadline:
@@ -112,7 +127,7 @@ def stop_command(command: Command) -> bool:
     # bounded: a number signalled long ago may have been given to another process since
     while _processes.running(sorted(signalled)) and time.monotonic() < deadline:
         time.sleep(POLL / 10)
-    return bool(signalled)
+    return Stopped(bool(signalled), ended=True)
 
 
 def finish_all(finishers: list[Callable[[], None]]) -> None:
@@ -268,8 +283,13 @@ class BackgroundWork:
                     if c is not None]
         self._bytecode_compile = self._import_check = self._extension_check = None
         for command in commands:
-            stopped = stop_command(command) if interrupt else False
-            self._log_abandoned(command, stopped)
+            stopped = stop_command(command) if interrupt else Stopped(False, ended=True)
+            if stopped.ended:
+                self._log_abandoned(command, stopped.signalled)
+            else:
+                self._block.log.warning("torchstack: %s did not end %.0f s after SIGKILL; left "
+                                        "running: %s", command.what, GIVE_UP,
+                                        shlex.join(command.argv))
         library, self._library_check = self._library_check, None
         if library is not None:
             wait([library])

@@ -22,9 +22,10 @@ easyblocks stay glue and record the same fingerprint file, whatis line and guard
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from easybuild.tools.build_log import EasyBuildError
@@ -128,10 +129,19 @@ def start_library_check(block: EasyBlock, search_path: list[str]) -> LibraryChec
 
 
 def in_thread(task: Callable[[], T]) -> Future[T]:
-    """Run `task` in a thread of its own, beside what the step does next."""
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="torchstack")
-    future = pool.submit(task)
-    pool.shutdown(wait=False)  # the thread ends with its one task
+    """Run `task` in a thread of its own, beside what the step does next. A daemon thread:
+    every step waits for what it started, and a command that could not be stopped (see
+    background.stop_command) must not keep `eb` from exiting, as an executor's thread would."""
+    future: Future[T] = Future()
+
+    def run() -> None:
+        if future.set_running_or_notify_cancel():
+            try:
+                future.set_result(task())
+            except BaseException as err:  # handed to the waiter, as an executor does
+                future.set_exception(err)
+
+    threading.Thread(target=run, name="torchstack", daemon=True).start()
     return future
 
 
