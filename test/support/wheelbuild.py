@@ -14,7 +14,7 @@ from pathlib import Path
 
 def sha256(path: Path) -> str:
     """Hex sha256 of a file, read a megabyte at a time; once per worker for the same file
-    unchanged (the CUDA 13 stack's 3.5 GB are staged for several installs, 7 s each time)."""
+    unchanged (the CUDA 13 stack's 3 GB of wheels are staged for several installs)."""
     status = os.stat(path)
     return _sha256(os.path.realpath(path), status.st_dev, status.st_ino, status.st_size,
                    status.st_mtime_ns, status.st_ctime_ns)
