@@ -105,3 +105,13 @@ def test_record_merges_and_survives_damage(tmp_path: Path) -> None:
     record.write_text('{"a": 1.0, "b": "x", "c": true}')
     assert schedule.load(record) == {"a": 1.0}
     assert [p.name for p in tmp_path.iterdir()] == [schedule.RECORD]
+
+
+def test_units_reach_pytest_xdist(request: pytest.FixtureRequest) -> None:
+    # pytest-xdist sends a unit's tests to one worker by the unit appended to their ids; under
+    # pytest 9.2 that suffix is lost without a word (pytest-dev/pytest-xdist#1386), the tests
+    # of a unit are spread over the workers and each makes the unit's fixtures
+    config = request.config
+    if not hasattr(config, "workerinput") or not config.getvalue("loadgroup"):
+        pytest.skip("runs under pytest-xdist with --dist loadgroup, as scripts/test runs it")
+    assert request.node.nodeid.endswith("@test/suite/test_schedule.py")
