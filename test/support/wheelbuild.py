@@ -7,24 +7,35 @@ import functools
 import hashlib
 import os
 import struct
+import time
 import zipfile
 import zlib
 from pathlib import Path
 
+# A file changed this recently is hashed each time: a rewrite within one tick of the file
+# system's clock could leave its times as they were (git's "racy clean" case).
+SETTLED_NS = 1_000_000_000
+
 
 def sha256(path: Path) -> str:
     """Hex sha256 of a file, read a megabyte at a time; once per worker for the same file
-    unchanged (the CUDA 13 stack's 3 GB of wheels are staged for several installs)."""
+    unchanged since (the CUDA 13 stack's 3 GB of wheels are staged for several installs)."""
     status = os.stat(path)
-    return _sha256(os.path.realpath(path), status.st_dev, status.st_ino, status.st_size,
-                   status.st_mtime_ns, status.st_ctime_ns)
+    if time.time_ns() - status.st_ctime_ns < SETTLED_NS:
+        return _digest(path)
+    return _remembered(os.path.realpath(path), status.st_dev, status.st_ino, status.st_size,
+                       status.st_mtime_ns, status.st_ctime_ns)
 
 
 @functools.cache
-def _sha256(real: str, *identity: int) -> str:
+def _remembered(real: str, *identity: int) -> str:
     # `identity`: the file's device, inode, size, mtime and ctime; any change is a new key
+    return _digest(real)
+
+
+def _digest(path: str | Path) -> str:
     digest = hashlib.sha256()
-    with open(real, "rb") as handle:
+    with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
