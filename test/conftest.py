@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from support import schedule
-from support.cudastack import IN_PYTHON_MODULE, download_stack
+from support.cudastack import IN_PYTHON_MODULE, download_stack, write_site_modules
 from support.ebenv import EasyBuildEnv, make_python_root, wheel_easyconfig
 from support.ebmodules import PYTORCH_CUDA, WHEELS, beyond_module, consumer_module, stage_wheels
 from support.emenv import EnvModulesEnv
@@ -126,6 +126,13 @@ def cuda_stack() -> dict[str, Path]:
     """torch 2.14.1 and every wheel it pins, by project name (about 3 GB, cached)."""
     with cache_lock("cuda-stack"):
         return download_stack(cache_dir() / "cuda-stack")
+
+
+@pytest.fixture(scope="session")
+def cuda_modules(eb_env: EasyBuildEnv, cuda_stack: dict[str, Path]) -> list[tuple[str, str]]:
+    """Stand-in CUDA, cuDNN, NCCL, cuSPARSELt and NVSHMEM site modules with the real libraries
+    (made once per machine); their (name, version)."""
+    return write_site_modules(eb_env.site_modules, cuda_stack)
 
 
 @pytest.fixture(scope="session")

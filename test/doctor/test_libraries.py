@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-from support.cudastack import make_module_roots, module_versions
+from support.cudastack import module_roots, module_versions
 from support.doctorenv import (
     CUDNN_FIX,
     NINJA_PATH,
@@ -18,7 +18,6 @@ from support.doctorenv import (
     library,
     one,
 )
-from support.wheelcache import cache_dir, cache_lock
 
 
 class TestTorchWithoutNvidiaWheels:
@@ -70,8 +69,7 @@ class TestTorchWithNvidiaWheels:
     def test_libraries_from_modules(self, cu13_bare_venv: Path, cuda_stack: dict[str, Path]
                                     ) -> None:
         """Stand-in CUDA, cuDNN, NCCL, ... modules made of the real libraries, as loaded."""
-        with cache_lock("cuda-modules"):
-            roots = make_module_roots(cache_dir() / "cuda-modules", cuda_stack)
+        roots = module_roots(cuda_stack)
         versions = module_versions(cuda_stack)
         environ = clean_environ(
             LD_LIBRARY_PATH=":".join(str(root / "lib") for root in roots.values()),

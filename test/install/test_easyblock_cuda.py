@@ -11,14 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from support.cudastack import (
-    make_module_roots,
-    module_versions,
-    write_module,
-)
+from support.cudastack import PYTHON_WHEELS, write_module
 from support.ebenv import EasyBuildEnv, wheel_easyconfig
 from support.ebmodules import stage_wheels
-from support.wheelcache import cache_dir, cache_lock
 
 from torchstack.fingerprint.read import fingerprint_path
 
@@ -28,23 +23,11 @@ NMS = ("import torch, torchvision; from torchvision.ops import nms; "
        "print(nms(b, torch.tensor([0.9, 0.8, 0.7]), 0.5).tolist())")
 
 
-@pytest.fixture(scope="session")
-def cuda_modules(eb_env: EasyBuildEnv, cuda_stack: dict[str, Path]) -> list[tuple[str, str]]:
-    """Stand-in CUDA, cuDNN, NCCL, cuSPARSELt and NVSHMEM modules with the real libraries."""
-    with cache_lock("cuda-modules"):
-        roots = make_module_roots(cache_dir() / "cuda-modules", cuda_stack)
-    versions = module_versions(cuda_stack)
-    for name, root in roots.items():
-        write_module(eb_env.site_modules, name, versions[name], root)
-    return sorted(versions.items())
-
-
 def _modules_easyconfig(eb_env: EasyBuildEnv, cuda_stack: dict[str, Path],
                         modules: list[tuple[str, str]], suffix: str) -> Path:
-    python_wheels = ("torch", "triton", "cuda-bindings", "cuda-pathfinder")
     return wheel_easyconfig(
         eb_env.root / f"PyTorch-2.14.1{suffix}.eb", "PyTorch", "2.14.1",
-        stage_wheels(eb_env, "PyTorch", [cuda_stack[n] for n in python_wheels]),
+        stage_wheels(eb_env, "PyTorch", [cuda_stack[n] for n in PYTHON_WHEELS]),
         dependencies=list(modules),
         versionsuffix=suffix, extra="cuda_libs = 'modules'\n",
     )

@@ -3,9 +3,11 @@
 `eb --hooks "$(torchstack hooks-path)"` must give upstream-style `-whl` installations what the
 torchstack easyblocks give theirs, and leave installations without torch untouched. All the
 modules here are plain PythonBundle easyconfigs built with the hooks file: providers torch
-2.13.0+cpu (twice, same abi tag) and torch 2.14.1 with its CUDA 13 wheels; consumers a C++
-extension built against 2.13.0 (cxx), torchvision 0.29.1 (stable, CUDA 13) and a pure-Python
-package requiring torch>=2.13 (python). The swap matrix is the one test_swap_guards.py runs on
+2.13.0+cpu (twice, same abi tag) and torch 2.14.1 for CUDA 13 the way upstream's CUDA `-whl`
+easyconfigs install it (on the site's CUDA, cuDNN, NCCL, ... modules, with a CUDA-wheel-bundle
+of dummy packages for the nvidia wheels torch pins); consumers a C++ extension built against
+2.13.0 (cxx), torchvision 0.29.1 (stable, CUDA 13) and a pure-Python package requiring
+torch>=2.13 (python). The swap matrix is the one test_swap_guards.py runs on
 PyTorchWheels modules (swapmatrix.py): every verdict agrees with reality.
 """
 
@@ -14,8 +16,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support.cudastack import IN_PYTHON_MODULE
-from support.ebenv import EasyBuildEnv, wheel_easyconfig
+from support.cudastack import IN_PYTHON_MODULE, PYTHON_WHEELS, wheel_version
+from support.ebenv import PYTHON_VERSION, EasyBuildEnv, wheel_easyconfig
 from support.ebmodules import consumer_module, stage_wheels
 from support.swapmatrix import (
     CALLS,
@@ -35,8 +37,8 @@ from torchstack.paths import hooks_path
 PB_CPU, PB_COPY = "PyTorch/2.13.0-pb", "PyTorch/2.13.0-copy-pb"
 PB_CUDA = "PyTorch/2.14.1-CUDA-13.0-pb"
 CELLS = companion_cells(PB_CPU, PB_COPY, PB_CUDA)
-# The nvidia-* and cuda-* wheels install namespace packages, with no module of their own name
-# for PythonBundle's import check; torch is imported instead.
+# cuda-bindings and cuda-pathfinder install namespace packages, with no module of their own
+# name for PythonBundle's import check; torch is imported instead.
 CUDA_BUNDLE_EXTRA = ("exts_default_options = {'modulename': False}\n"
                      "sanity_check_commands = [\"python -c 'import torch'\"]\n")
 
@@ -49,14 +51,39 @@ def _bundle(eb_env: EasyBuildEnv, wheel: Path, name: str, version: str,
 
 
 def _torch_bundle(eb_env: EasyBuildEnv, wheels: list[Path], version: str, suffix: str,
-                  extra: str = "") -> str:
+                  extra: str = "", dependencies: list[tuple[str, ...]] | None = None) -> str:
     """PyTorch as an upstream-style PythonBundle module of wheels, built with the hooks file."""
     easyconfig = wheel_easyconfig(eb_env.root / f"PyTorch-{version}{suffix}.eb", "PyTorch",
                                   version, stage_wheels(eb_env, "PyTorch", wheels),
-                                  versionsuffix=suffix, easyblock="PythonBundle", extra=extra)
+                                  dependencies=dependencies, versionsuffix=suffix,
+                                  easyblock="PythonBundle", extra=extra)
     result = eb_env.eb(easyconfig, f"--hooks={hooks_path()}")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     return f"PyTorch/{version}{suffix}"
+
+
+def _cuda_wheel_bundle(eb_env: EasyBuildEnv, cuda_stack: dict[str, Path],
+                       cuda_modules: list[tuple[str, str]]) -> tuple[str, str]:
+    """Upstream's CUDA-wheel-bundle: dummy packages (metadata only) for the nvidia wheels torch
+    pins, whose libraries the CUDA, cuDNN, ... modules provide, so that pip check passes."""
+    dummies = sorted((name, wheel_version(wheel)) for name, wheel in cuda_stack.items()
+                     if name not in IN_PYTHON_MODULE and name not in PYTHON_WHEELS)
+    version = dict(cuda_modules)["CUDA"]
+    easyconfig = eb_env.root / f"CUDA-wheel-bundle-{version}.eb"
+    easyconfig.write_text(
+        "easyblock = 'PythonBundle'\n"
+        f"name = 'CUDA-wheel-bundle'\nversion = {version!r}\n"
+        "homepage = 'https://developer.nvidia.com/cuda'\n"
+        "description = 'Repackaging of NVIDIA CUDA libraries as Python packages'\n"
+        "toolchain = SYSTEM\n"
+        f"dependencies = {[('Python', PYTHON_VERSION), *cuda_modules]!r}\n"
+        "dummy_package = True\n"
+        f"exts_list = {dummies!r}\n"
+        "moduleclass = 'lib'\n")
+    result = eb_env.eb(easyconfig, f"--hooks={hooks_path()}")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert "TORCHSTACK" not in _module_text(eb_env, f"CUDA-wheel-bundle/{version}")
+    return "CUDA-wheel-bundle", version
 
 
 def _dependency(module: str) -> tuple[str, str, str]:
@@ -79,10 +106,12 @@ def pb_copy(eb_env: EasyBuildEnv, real_wheel: object) -> str:
 
 
 @pytest.fixture(scope="session")
-def pb_cuda(eb_env: EasyBuildEnv, cuda_stack: dict[str, Path]) -> str:
-    """torch 2.14.1 and every nvidia wheel it pins, one PythonBundle (about 5 GB)."""
-    wheels = [w for name, w in sorted(cuda_stack.items()) if name not in IN_PYTHON_MODULE]
-    return _torch_bundle(eb_env, wheels, "2.14.1", "-CUDA-13.0-pb", CUDA_BUNDLE_EXTRA)
+def pb_cuda(eb_env: EasyBuildEnv, cuda_stack: dict[str, Path],
+            cuda_modules: list[tuple[str, str]]) -> str:
+    """torch 2.14.1 and its other Python wheels, one PythonBundle on the CUDA modules."""
+    bundle = _cuda_wheel_bundle(eb_env, cuda_stack, cuda_modules)
+    return _torch_bundle(eb_env, [cuda_stack[name] for name in PYTHON_WHEELS], "2.14.1",
+                         "-CUDA-13.0-pb", CUDA_BUNDLE_EXTRA, [*cuda_modules, bundle])
 
 
 @pytest.fixture(scope="session")

@@ -21,10 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from support.cudastack import make_module_roots, module_versions, write_module
+from support.cudastack import PYTHON_WHEELS, module_roots
 from support.ebenv import EasyBuildEnv, wheel_easyconfig
 from support.ebmodules import stage_wheels
-from support.wheelcache import cache_dir, cache_lock
 
 from torchstack.elf import loader
 from torchstack.install import libraries, runpath
@@ -221,14 +220,11 @@ MAPS = shlex.quote(
 
 
 @pytest.fixture(scope="module")
-def cuda_modules_rpath(eb_env: EasyBuildEnv, cuda_stack: dict[str, Path]) -> dict[str, Path]:
+def cuda_modules_rpath(cuda_stack: dict[str, Path],
+                       cuda_modules: list[tuple[str, str]]) -> dict[str, Path]:
     """The stand-in CUDA, cuDNN, NCCL, cuSPARSELt and NVSHMEM modules: name -> install root."""
-    with cache_lock("cuda-modules"):
-        roots = make_module_roots(cache_dir() / "cuda-modules", cuda_stack)
-    versions = module_versions(cuda_stack)
-    for name, root in roots.items():
-        write_module(eb_env.site_modules, name, versions[name], root)
-    return {f"{name}/{versions[name]}": root for name, root in sorted(roots.items())}
+    roots = module_roots(cuda_stack)
+    return {f"{name}/{version}": roots[name] for name, version in cuda_modules}
 
 
 @pytest.fixture(scope="module")
@@ -236,7 +232,7 @@ def rpath_module(eb_env: EasyBuildEnv, cuda_stack: dict[str, Path],
                  cuda_modules_rpath: dict[str, Path]) -> Iterator[Path]:
     """torch 2.14.1 with cuda_libs = 'modules' and cuda_libs_rpath = True; its site-packages.
     Removed after the module: its 2 GB of rewritten libraries are its own."""
-    wheels = [cuda_stack[n] for n in ("torch", "triton", "cuda-bindings", "cuda-pathfinder")]
+    wheels = [cuda_stack[n] for n in PYTHON_WHEELS]
     easyconfig = wheel_easyconfig(
         eb_env.root / f"PyTorch-2.14.1{SUFFIX}.eb", "PyTorch", "2.14.1",
         stage_wheels(eb_env, "PyTorch", wheels),

@@ -17,9 +17,14 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
+from support.wheelcache import cache_dir, cache_lock
+
 # What the stand-in Python module already has (ebenv.PYTHON_PACKAGES and their requirements).
 IN_PYTHON_MODULE = {"typing-extensions", "sympy", "mpmath", "filelock", "jinja2", "markupsafe",
                     "fsspec", "networkx", "setuptools", "numpy", "pillow"}
+# The stack's wheels that hold Python code: all a PyTorch module installs when the CUDA
+# libraries come from modules.
+PYTHON_WHEELS = ("torch", "triton", "cuda-bindings", "cuda-pathfinder")
 # Module name -> the wheels whose nvidia/*/lib folders make up its lib/ folder.
 MODULE_WHEELS = {
     "CUDA": ("nvidia-cuda-runtime", "nvidia-cublas", "nvidia-cufft", "nvidia-cufile",
@@ -80,6 +85,21 @@ def make_module_roots(cache: Path, wheels: dict[str, Path]) -> dict[str, Path]:
             _add_cuobjdump(cache, root / "bin")
         (root / ".complete").touch()
     return roots
+
+
+def module_roots(wheels: dict[str, Path]) -> dict[str, Path]:
+    """The stand-in modules' install roots in the machine's cache, by module name."""
+    with cache_lock("cuda-modules"):
+        return make_module_roots(cache_dir() / "cuda-modules", wheels)
+
+
+def write_site_modules(site_modules: Path, wheels: dict[str, Path]) -> list[tuple[str, str]]:
+    """Stand-in CUDA, cuDNN, NCCL, cuSPARSELt and NVSHMEM modules with the stack's real
+    libraries, written into `site_modules`; their (name, version), as easyconfigs name them."""
+    versions = module_versions(wheels)
+    for name, root in module_roots(wheels).items():
+        write_module(site_modules, name, versions[name], root)
+    return sorted(versions.items())
 
 
 def _extract_libraries(wheel: Path, libdir: Path) -> None:
