@@ -16,6 +16,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 from support.cudastack import IN_PYTHON_MODULE, PYTHON_WHEELS, wheel_version
 from support.ebenv import PYTHON_VERSION, EasyBuildEnv, wheel_easyconfig
 from support.ebmodules import consumer_module, stage_wheels
@@ -31,6 +33,7 @@ from support.swapmatrix import (
 )
 from support.wheelbuild import build_wheel
 
+from torchstack.distributions import open_wheel
 from torchstack.guards.record import FINGERPRINT_FILE, read_fingerprint
 from torchstack.paths import hooks_path
 
@@ -65,9 +68,15 @@ def _torch_bundle(eb_env: EasyBuildEnv, wheels: list[Path], version: str, suffix
 def _cuda_wheel_bundle(eb_env: EasyBuildEnv, cuda_stack: dict[str, Path],
                        cuda_modules: list[tuple[str, str]]) -> tuple[str, str]:
     """Upstream's CUDA-wheel-bundle: dummy packages (metadata only) for the nvidia wheels torch
-    pins, whose libraries the CUDA, cuDNN, ... modules provide, so that pip check passes."""
-    dummies = sorted((name, wheel_version(wheel)) for name, wheel in cuda_stack.items()
-                     if name not in IN_PYTHON_MODULE and name not in PYTHON_WHEELS)
+    pins, whose libraries the CUDA, cuDNN, ... modules provide, so that pip check passes. pip
+    check reads torch's requirements without their extras: the nvidia wheels that cuda-toolkit's
+    extras pull in need no dummy."""
+    with open_wheel(cuda_stack["torch"]) as torch:
+        required = {canonicalize_name(requirement.name)
+                    for requirement in map(Requirement, torch.requires_dist)
+                    if requirement.marker is None or requirement.marker.evaluate({"extra": ""})}
+    provided = IN_PYTHON_MODULE | set(PYTHON_WHEELS)
+    dummies = sorted((name, wheel_version(cuda_stack[name])) for name in required - provided)
     version = dict(cuda_modules)["CUDA"]
     easyconfig = eb_env.root / f"CUDA-wheel-bundle-{version}.eb"
     easyconfig.write_text(
