@@ -2,7 +2,8 @@
 
 The suite installs the same real wheels many times over, once per easyblock, hooks file,
 module syntax and module tool under test: the torch 2.13.0+cpu wheel nine times (760 MB
-each), the torch 2.14.1 CUDA 13 stack three times (5.3 GB each). Each install stays what eb
+each), the torch 2.14.1 CUDA 13 stack twice with its nvidia wheels (5.3 GB each) and three
+times on the CUDA modules (about 2 GB each). Each install stays what eb
 made of it (its own folder, module file, fingerprint, logs); a file that is byte for byte one
 that an earlier install of the session holds, with the same name, mode and owner, becomes a
 hard link to it, so the run's temporary disk holds its content once. Linked: large files
