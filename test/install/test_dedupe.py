@@ -20,6 +20,10 @@ def _install(root: Path, files: dict[str, bytes], mode: int = 0o644) -> Path:
     return root
 
 
+def _never_read(path: Path) -> str:
+    raise AssertionError(f"{path} was hashed")
+
+
 def _same(a: Path, b: Path) -> bool:
     return os.stat(a).st_ino == os.stat(b).st_ino
 
@@ -137,6 +141,22 @@ class TestKnownCache:
                      install / "lib/site-packages/torch/lib/libtorch.so")
         after = os.stat(cached / "torch/lib/libtorch.so")
         assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+
+    def test_file_linked_from_the_cache_stays_as_it_is(self, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+        # uv keeps a copy of a wheel per path it was installed from: an install hard-linked
+        # from the second copy is already shared, and nothing is read to link it to the first
+        linker = Linker(min_size=32)
+        first = _install(tmp_path / "archive" / "one", {"torch/lib/libtorch.so": BIG})
+        second = _install(tmp_path / "archive" / "two", {"torch/lib/libtorch.so": BIG})
+        linker.know(tmp_path / "archive")
+        install = tmp_path / "uv" / "lib/site-packages/torch/lib/libtorch.so"
+        install.parent.mkdir(parents=True)
+        os.link(second / "torch/lib/libtorch.so", install)
+        monkeypatch.setattr("support.dedupe._digest", _never_read)
+        assert linker.link(tmp_path / "uv") == 0
+        assert _same(install, second / "torch/lib/libtorch.so")
+        assert not _same(install, first / "torch/lib/libtorch.so")
 
     def test_new_cache_folders_are_read_on_the_next_call(self, tmp_path: Path) -> None:
         linker = Linker(min_size=32)

@@ -13,7 +13,9 @@ would change (about 120 MB of a torch install stay its own).
 
 The large files of uv's cache count as seen (`know`): the session's PyTorchWheels installs
 hard-link from it ($TORCHSTACK_UV_CACHE), and what pip writes again of the same wheels becomes
-links to it, even in the first install of a worker.
+links to it, even in the first install of a worker. A file that already is a seen file (uv
+linked it from its cache) is left as it is, unread: uv keeps a copy of a wheel for each path it
+was installed from, and linking one copy's files to another's would hash both and save nothing.
 
 Safe because no test writes into an installed file in place: eb rewrites RPATHs (patchelf)
 during its own install, before the install is linked; fingerprint files are replaced whole
@@ -104,6 +106,10 @@ class Linker:
     def _link_one(self, path: Path, info: os.stat_result) -> int:
         key = (path.name, info.st_size, info.st_mode, info.st_uid, info.st_gid)
         known = self._files.setdefault(key, [])
+        if any(identity[:2] == (info.st_dev, info.st_ino) for _, identity in known):
+            # already one file with one seen (uv hard-linked it from its cache): relinking it
+            # to another cache copy of the same wheel would save nothing and hash both
+            return 0
         for entry in list(known):
             same = self._same_content(entry, path, info)
             if same is None:  # gone or changed since it was seen: forget it
