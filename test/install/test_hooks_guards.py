@@ -173,6 +173,18 @@ class TestRecording:
         text = _module_text(eb_env, module)
         assert text.index("TORCHSTACK_CONSUMERS") < text.index(f'depends_on("{home}")')
 
+    @pytest.mark.parametrize("which", ["provider", "consumer"])
+    def test_module_only_keeps_the_guards(self, eb_env: EasyBuildEnv, pb_stack: dict[str, str],
+                                          which: str) -> None:
+        # eb --module-only runs no post-processing, where the hook fingerprints: the module is
+        # written again from the recorded fingerprint, guards and all
+        module = PB_CPU if which == "provider" else pb_stack["ext"]
+        before = _module_text(eb_env, module)
+        easyconfig = eb_env.root / f"{module.replace('/', '-')}.eb"
+        result = eb_env.eb(easyconfig, f"--hooks={hooks_path()}", "--module-only", "--rebuild")
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+        assert "TORCHSTACK" in before and _module_text(eb_env, module) == before
+
     def test_module_without_torch_untouched(self, eb_env: EasyBuildEnv, tmp_path: Path) -> None:
         wheel = build_wheel(tmp_path, "plainpkg", "1.0", {"plainpkg/__init__.py": b""})
         module = _bundle(eb_env, wheel, "plainpkg", "1.0", [])

@@ -21,14 +21,18 @@ def post_postproc_hook(self, *args, **kwargs):
     """Fingerprint the installation; refuse consumers that do not fit the torch under them."""
     if getattr(self, 'torchstack_guards', False):  # a torchstack easyblock does it itself
         return
-    fingerprint = steps.record_fingerprint(self, any_easyblock=True)
-    if fingerprint is not None:
-        setattr(self, ATTRIBUTE, fingerprint)
+    setattr(self, ATTRIBUTE, steps.record_fingerprint(self, any_easyblock=True))
 
 
 def module_write_hook(self, filepath, module_txt, *args, **kwargs):
     """Add the guard half that the recorded fingerprint calls for; None leaves the text as is."""
-    fingerprint = getattr(self, ATTRIBUTE, None)
+    if getattr(self, 'torchstack_guards', False):  # a torchstack easyblock writes its own
+        return None
+    if not hasattr(self, ATTRIBUTE):
+        # eb --module-only runs no post-processing: the module is written again from what
+        # the installation recorded before
+        setattr(self, ATTRIBUTE, steps.recorded_fingerprint(self, any_easyblock=True))
+    fingerprint = getattr(self, ATTRIBUTE)
     if fingerprint is None:
         return None
     try:

@@ -87,13 +87,16 @@ def record_fingerprint(block: EasyBlock, any_easyblock: bool = False) -> Fingerp
     return recorded
 
 
-def recorded_fingerprint(block: EasyBlock) -> Fingerprint | None:
-    """The fingerprint the installation recorded before (eb --module-only), with its whatis."""
+def recorded_fingerprint(block: EasyBlock, any_easyblock: bool = False) -> Fingerprint | None:
+    """The fingerprint the installation recorded before (eb --module-only), with its whatis;
+    `any_easyblock` (the hooks file): the whatis line is only logged."""
     try:
         found = record.read_fingerprint(block.installdir)
     except TorchstackError as err:
         raise EasyBuildError("torchstack: %s", err) from err
-    if found is not None:
+    if found is not None and any_easyblock:
+        block.log.info("%s", record.whatis_line(found))
+    elif found is not None:
         _add_whatis(block, found)
     return found
 
