@@ -153,7 +153,7 @@ class TestKnownCache:
         install = tmp_path / "uv" / "lib/site-packages/torch/lib/libtorch.so"
         install.parent.mkdir(parents=True)
         os.link(second / "torch/lib/libtorch.so", install)
-        monkeypatch.setattr("support.dedupe._digest", _never_read)
+        monkeypatch.setattr("support.wheelbuild._digest", _never_read)
         assert linker.link(tmp_path / "uv") == 0
         assert _same(install, second / "torch/lib/libtorch.so")
         assert not _same(install, first / "torch/lib/libtorch.so")

@@ -25,11 +25,12 @@ during its own install, before the install is linked; fingerprint files are repl
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from support.wheelbuild import sha256
 
 MIN_SIZE = 256 * 1024  # outside site-packages, only files this large are linked
 FINISHED_LOG = "easybuild/easybuild-*.log"  # what eb copies into an install that succeeded
@@ -46,18 +47,12 @@ def _identity(info: os.stat_result) -> _Identity:
     return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns
 
 
-def _digest(path: Path) -> str:
-    with open(path, "rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
-
-
 @dataclass
 class Linker:
     """The files of the installs seen so far; `link(folder)` shares what repeats them."""
 
     min_size: int = MIN_SIZE
     _files: dict[_Key, list[tuple[Path, _Identity]]] = field(default_factory=dict)
-    _digests: dict[_Identity, str] = field(default_factory=dict)
     _folders: set[tuple[int, int]] = field(default_factory=set)
 
     def link(self, folder: Path) -> int:
@@ -130,14 +125,7 @@ class Linker:
             return None
         if was.st_dev != info.st_dev or was.st_ino == info.st_ino:
             return False  # another file system, or already one file
-        return self._digest(earlier, was) == self._digest(path, info)
-
-    def _digest(self, path: Path, info: os.stat_result) -> str:
-        """sha256 of a file, hashed once for as long as it does not change."""
-        identity = _identity(info)
-        if identity not in self._digests:
-            self._digests[identity] = _digest(path)
-        return self._digests[identity]
+        return sha256(earlier) == sha256(path)  # each file hashed once while it is unchanged
 
 
 def _replace_with_link(earlier: Path, path: Path, size: int) -> int:
