@@ -30,6 +30,7 @@ import errno
 import fcntl
 import logging
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -45,9 +46,24 @@ log = logging.getLogger(__name__)
 LOCK_WAIT = 10.0
 """Seconds a writer waits for another one writing the same folder."""
 
+_STAGING = re.compile(r"^\.(.+)\.tmp-[0-9a-f]{8}$")
+
 
 class OutputError(TorchstackError):
     """An output folder that cannot take the generated set."""
+
+
+def staging_path(path: Path) -> Path:
+    """A fresh name beside `path` for what will be renamed over it: `.<name>.tmp-<8 hex>`,
+    the one form of torchstack's staging files, which readers of module trees and rc-file
+    folders skip or clean up (`staged_name`)."""
+    return path.with_name(f".{path.name}.tmp-{secrets.token_hex(4)}")
+
+
+def staged_name(name: str) -> str | None:
+    """The name whose staging file `name` is (see `staging_path`); None for any other name."""
+    found = _STAGING.match(name)
+    return found.group(1) if found else None
 
 
 def write_set(folder: Path, files: Mapping[str, str], force: bool = False,
@@ -156,7 +172,7 @@ def _write_locked(target: Path, shown: str, files: Mapping[str, str], force: boo
 def _make_staging(target: Path) -> Path:
     """A new sibling of `target`; made as `mkdir` makes a folder when `target` is new."""
     for _ in range(100):
-        staging = target.with_name(f".{target.name}.tmp-{secrets.token_hex(4)}")
+        staging = staging_path(target)
         try:
             os.mkdir(staging, 0o777 if not target.exists() else 0o700)
             return staging
@@ -350,14 +366,13 @@ def replace_file(path: Path, text: str, mode: int | None = None) -> None:
     file keeps its mode and a new one gets 0644.
 
     torchstack's one atomic write of a single file (generated files, recorded fingerprints,
-    a venv's files); its staging name `.<name>.tmp-<8 hex>` is the one that readers of
-    module trees and rc-file folders know to skip."""
+    a venv's files); its staging file is named by `staging_path`."""
     if mode is None:
         try:
             mode = stat.S_IMODE(os.stat(path).st_mode)
         except FileNotFoundError:
             mode = 0o644
-    staging = path.with_name(f".{path.name}.tmp-{secrets.token_hex(4)}")
+    staging = staging_path(path)
     try:
         with _deferred_interrupts():
             fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)

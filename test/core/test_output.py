@@ -1,4 +1,5 @@
-"""output.write_set: a generated set lands whole or not at all, and never clobbers unasked."""
+"""output.write_set: a generated set lands whole or not at all, and never clobbers unasked;
+the one form of staging names, which readers of module trees and rc-file folders skip."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from torchstack.output import OutputError, write_set
+from torchstack.output import OutputError, staged_name, staging_path, write_set
 
 SET = {"PyTorch-2.9.1-foss-2025a-whl.eb": "name = 'PyTorch'\n",
        "torchvision-0.24.1-foss-2025a-whl.eb": "name = 'torchvision'\n",
@@ -67,6 +68,22 @@ class TestWriteSet:
         (tmp_path / "out").write_text("")
         with pytest.raises(OutputError, match="is not a folder"):
             write_set(tmp_path / "out", SET)
+
+
+@pytest.mark.parametrize("name", ["PyTorch-2.9.1-foss-2025a-whl.eb", ".modulerc.lua",
+                                  "2.9.1.lua", "old.tmp-0123abcd"])
+def test_staging_name_names_its_file(tmp_path: Path, name: str) -> None:
+    staging = staging_path(tmp_path / name)
+    assert staging.parent == tmp_path and staging.name.startswith(".")
+    assert staged_name(staging.name) == name
+    assert staging_path(tmp_path / name) != staging  # fresh each time
+
+
+@pytest.mark.parametrize("name", [".modulerc.tmp-0123abc", "modulerc.tmp-0123abcd",
+                                  ".modulerc.tmp-0123ABCD", ".modulerc.tmp-notours",
+                                  ".out.tmp-0123abcd.old", ".tmp-0123abcd", "2.9.1.lua"])
+def test_other_names_are_no_staging_names(name: str) -> None:
+    assert staged_name(name) is None
 
 
 # The writer pauses after its first staged file (a real process, killed with SIGKILL there).

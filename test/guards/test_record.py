@@ -21,7 +21,7 @@ from torchstack.guards.record import (
     whatis_line,
     write_fingerprint,
 )
-from torchstack.output import OutputError
+from torchstack.output import OutputError, staged_name
 
 FINGERPRINTS = [
     # a CPU torch
@@ -99,8 +99,8 @@ class TestWriteFingerprint:
         monkeypatch.setattr(os, "replace", watch)
         write_fingerprint(tmp_path, CPU)
         assert len(staged) == 1
-        assert moduletree._STAGING.match(staged[0])
-        assert staged[0].startswith(".torchstack-fingerprint.json.tmp-")
+        assert moduletree.is_leftover(staged[0])
+        assert staged_name(staged[0]) == "torchstack-fingerprint.json"
 
 
 class TestReadFingerprint:

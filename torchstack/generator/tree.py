@@ -12,7 +12,6 @@ and an easystack builds its set from the top of the tree as the one of a generat
 from __future__ import annotations
 
 import logging
-import secrets
 import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from packaging.version import Version
 from torchstack.errors import TorchstackError
 from torchstack.generator import plan, recording, release, toolchains
 from torchstack.index import catalog, defaults
+from torchstack.output import staging_path
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +164,7 @@ def write(folder: Path, files: Mapping[str, str]) -> None:
             raise TreeError(f"{str(folder)!r} holds files that belong to no easyconfigs tree "
                             f"({', '.join(foreign[:3])}): not replaced")
     folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = folder.with_name(f".{folder.name}.tmp-{secrets.token_hex(4)}")
+    staging = staging_path(folder)
     old = staging.with_name(staging.name + ".old")
     staging.mkdir()  # as mkdir makes a folder: umask, the parent's setgid group
     try:

@@ -37,6 +37,7 @@ from torchstack._files import MAX_CONFIG, FileKindError, open_regular, read_text
 from torchstack.errors import TorchstackError
 from torchstack.guards.lmodversion import weight
 from torchstack.guards.moduleloads import lua_code, tcl_code
+from torchstack.output import staged_name
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,6 @@ VERSION_FILE = ".version"
 DEFAULT_SOURCES = (DEFAULT_LINK, RC_FILES["lua"], RC_FILES["tcl"], VERSION_FILE)
 MAX_ENTRIES = 500_000  # a web of folder symlinks must end in an error, not a day's walk
 _IGNORED = frozenset({".git", ".gitignore", ".svn", ".lua", ".DS_Store"})
-_STAGING = re.compile(r"^\..+\.tmp-[0-9a-f]{8}$")  # torchstack.output's staging files
 _BACKUP = re.compile(r"^\..+\.bak_\d+")  # EasyBuild's hidden backups of Tcl module files
 _TCL_MAGIC = b"#%Module"
 _MAX_HOPS = 16
@@ -71,7 +71,7 @@ def lmod_ignores(name: str) -> bool:
 
 def is_leftover(name: str) -> bool:
     """A hidden staging file of an interrupted write, or EasyBuild's hidden module backup."""
-    return bool(_STAGING.match(name) or _BACKUP.match(name))
+    return staged_name(name) is not None or bool(_BACKUP.match(name))
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import re
-import secrets
 import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -24,11 +22,8 @@ from pathlib import Path
 
 from torchstack._files import MAX_CONFIG, read_regular
 from torchstack.guards.moduletree import RC_FILES
+from torchstack.output import staged_name, staging_path
 from torchstack.rollout._rcfiles import RcFileError
-
-# The staging names of torchstack's atomic writers: `.NAME.tmp-` and 8 hex digits.
-_NAMES = "|".join(re.escape(name) for name in RC_FILES.values())
-_STAGING = re.compile(rf"^\.({_NAMES})\.tmp-[0-9a-f]{{8}}$")
 
 
 @dataclass(frozen=True)
@@ -68,7 +63,8 @@ def clean_staging(folder: Path) -> list[Path]:
     removed = []
     with contextlib.suppress(FileNotFoundError, NotADirectoryError):
         for entry in os.scandir(folder):
-            if _STAGING.match(entry.name) and entry.is_file(follow_symlinks=False):
+            if (staged_name(entry.name) in RC_FILES.values()
+                    and entry.is_file(follow_symlinks=False)):
                 os.unlink(entry.path)
                 removed.append(Path(entry.path))
     return removed
@@ -134,7 +130,7 @@ def _stage(change: Change, target: Path) -> _Staged:
         mode = 0o644
     if change.text is None:
         return _Staged(change, target, old, mode, None)
-    staging = target.with_name(f".{target.name}.tmp-{secrets.token_hex(4)}")
+    staging = staging_path(target)
     try:
         fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         try:
@@ -200,7 +196,7 @@ def _restore(item: _Staged) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(item.target)
         return
-    staging = item.target.with_name(f".{item.target.name}.tmp-{secrets.token_hex(4)}")
+    staging = staging_path(item.target)
     fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
         with os.fdopen(fd, "wb") as handle:
