@@ -80,10 +80,7 @@ def record_fingerprint(block: EasyBlock, any_easyblock: bool = False) -> Fingerp
         record.write_fingerprint(block.installdir, recorded)
     except TorchstackError as err:
         raise EasyBuildError("torchstack: %s", err) from err
-    if any_easyblock:
-        block.log.info("%s", record.whatis_line(found.fingerprint))
-    else:
-        _add_whatis(block, found.fingerprint)
+    _whatis(block, found.fingerprint, any_easyblock)
     return recorded
 
 
@@ -94,16 +91,16 @@ def recorded_fingerprint(block: EasyBlock, any_easyblock: bool = False) -> Finge
         found = record.read_fingerprint(block.installdir)
     except TorchstackError as err:
         raise EasyBuildError("torchstack: %s", err) from err
-    if found is not None and any_easyblock:
-        block.log.info("%s", record.whatis_line(found))
-    elif found is not None:
-        _add_whatis(block, found)
+    if found is not None:
+        _whatis(block, found, any_easyblock)
     return found
 
 
-def _add_whatis(block: EasyBlock, fingerprint: Fingerprint) -> None:
+def _whatis(block: EasyBlock, fingerprint: Fingerprint, any_easyblock: bool) -> None:
+    """Log the fingerprint's whatis line; a torchstack easyblock also adds it to its module's
+    whatis, the hooks file (`any_easyblock`) only logs it."""
     line = record.whatis_line(fingerprint)
-    if line not in (block.cfg["whatis"] or []):
+    if not any_easyblock and line not in (block.cfg["whatis"] or []):
         block.cfg["whatis"] = (block.cfg["whatis"] or []) + [line]
     block.log.info("%s", line)
 
